@@ -1,0 +1,85 @@
+"""Plain data shared by every stage: file records, classes, kinds."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Kind(StrEnum):
+    """What a file's bytes are, as far as an auditor cares."""
+
+    TEXT = "text"
+    BINARY = "binary"
+    ELF = "elf"  # executables, shared objects, relocatable objects, kernel modules
+    STATIC_LIBRARY = "static-library"  # ar archives of objects (.a, .lib)
+    PE = "pe"
+    MACH_O = "mach-o"
+    JAVA_CLASS = "java-class"
+    ARCHIVE = "archive"  # a nested archive kept as one file (known upstream, or unreadable)
+
+
+#: kinds that are prebuilt machine code rather than source
+PREBUILT_KINDS = frozenset({Kind.ELF, Kind.STATIC_LIBRARY, Kind.PE, Kind.MACH_O, Kind.JAVA_CLASS})
+
+
+class FileClass(StrEnum):
+    """Exactly one per file of a drop; MODIFIED and ADDED form the review set."""
+
+    EMPTY = "empty"
+    IDENTICAL = "identical"
+    VCS_KEYWORDS = "vcs-keywords"
+    WHITESPACE = "whitespace"
+    LOW_TRUST = "low-trust"
+    MODIFIED = "modified"
+    ADDED = "added"
+
+
+CLASS_ORDER: tuple[FileClass, ...] = tuple(FileClass)
+REVIEW_CLASSES = frozenset({FileClass.MODIFIED, FileClass.ADDED})
+
+
+class Trust(StrEnum):
+    HIGH = "high"
+    LOW = "low"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """One regular file of an archive, as the unpack stage sees it.
+
+    ``kw`` and ``ws`` equal ``sha256`` for binary files and for text that normalisation leaves unchanged.
+    ``unreadable`` is set on a nested archive that could not be opened (corrupt, encrypted, unknown).
+    ``container`` marks a nested archive that was unpacked (its members follow as records of their own).
+    """
+
+    path: str
+    size: int
+    sha256: str
+    kw: str
+    ws: str
+    kind: str
+    unreadable: str | None = None
+    container: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        if out["unreadable"] is None:
+            del out["unreadable"]
+        if not out["container"]:
+            del out["container"]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileRecord:
+        return cls(
+            path=data["path"],
+            size=int(data["size"]),
+            sha256=data["sha256"],
+            kw=data.get("kw") or data["sha256"],
+            ws=data.get("ws") or data["sha256"],
+            kind=data["kind"],
+            unreadable=data.get("unreadable"),
+            container=bool(data.get("container", False)),
+        )
