@@ -1,0 +1,30 @@
+"""ingest: an upstream release uploaded to upstream/<package>/<version>/ -> digests and path list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from dropscan.events import s3_objects
+from dropscan.pipeline import ingest_release
+from dropscan.services import current_services
+
+logger = Logger()
+metrics = Metrics()
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def record_handler(record: SQSRecord) -> None:
+    for bucket, key in s3_objects(record):
+        result = ingest_release(current_services(), bucket, key)
+        metrics.add_metric(name="UpstreamFilesIngested", unit="Count", value=result.files)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

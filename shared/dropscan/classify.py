@@ -1,0 +1,52 @@
+"""File classes: what the upstream database says of each file's three digests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dropscan.models import FileClass, FileRecord, Trust
+from dropscan.upstream_db import DigestInfo
+
+# form of the drop file's digest -> the class it earns when a high-trust upstream holds it
+_STEPS: tuple[tuple[str, FileClass], ...] = (
+    ("raw", FileClass.IDENTICAL),
+    ("kw", FileClass.VCS_KEYWORDS),
+    ("ws", FileClass.WHITESPACE),
+)
+
+
+def _digest_of(rec: FileRecord, form: str) -> str:
+    return {"raw": rec.sha256, "kw": rec.kw, "ws": rec.ws}[form]
+
+
+def upstream_refs(info: DigestInfo, packages: set[str] | None = None) -> list[dict[str, Any]]:
+    return [
+        {"package": p, "versions": r.as_list()}
+        for p, r in sorted(info.packages.items())
+        if packages is None or p in packages
+    ]
+
+
+def classify(
+    rec: FileRecord, known: Mapping[str, DigestInfo], trust: Mapping[str, Trust]
+) -> tuple[FileClass | None, list[dict[str, Any]]]:
+    """The class the digests decide, with the upstreams that matched; None when only paths can tell.
+
+    None means "no match": finalize makes it ``modified`` or ``added`` from the matched release's paths.
+    """
+    if rec.size == 0:
+        return FileClass.EMPTY, []
+    low_match: list[dict[str, Any]] | None = None
+    for form, cls in _STEPS:
+        info = known.get(_digest_of(rec, form))
+        if info is None or form not in info.forms:
+            continue
+        high = {p for p in info.packages if trust.get(p, Trust.HIGH) is Trust.HIGH}
+        if high:
+            return cls, upstream_refs(info, high)
+        if low_match is None:
+            low_match = upstream_refs(info)
+    if low_match is not None:
+        return FileClass.LOW_TRUST, low_match
+    return None, []

@@ -1,0 +1,260 @@
+"""The dropscan command line: scan, hash, ingest, up, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from dropscan import __version__
+from dropscan.models import Trust
+from dropscan.releases import parse_archive_name
+
+
+class UsageError(Exception):
+    """Bad arguments: exit status 2."""
+
+
+@dataclass(frozen=True)
+class UpstreamArg:
+    package: str
+    version: str
+    archive: Path
+
+
+def parse_upstream(text: str) -> UpstreamArg:
+    """PACKAGE@VERSION=ARCHIVE, or just ARCHIVE named like busybox-1.35.0.tar.bz2."""
+    spec, sep, path = text.partition("=")
+    if not sep:
+        spec, path = "", text
+    archive = Path(path).expanduser()
+    if spec:
+        package, at, version = spec.partition("@")
+        if not at or not package or not version:
+            raise UsageError(f"--upstream {text!r}: expected PACKAGE@VERSION=ARCHIVE")
+    else:
+        parsed = parse_archive_name(archive.name)
+        if parsed is None:
+            raise UsageError(f"--upstream {text!r}: cannot tell package and version; use PACKAGE@VERSION=ARCHIVE")
+        package, version = parsed
+    if not archive.is_file():
+        raise UsageError(f"--upstream {text!r}: no such file {archive}")
+    return UpstreamArg(package, version, archive)
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "dropscan"
+
+
+def _progress(quiet: bool) -> Any:
+    """A spinner on stderr when it is a terminal; machine-readable output stays on stdout."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    enabled = not quiet and console.is_terminal
+
+    @contextmanager
+    def status(text: str) -> Iterator[None]:
+        if enabled:
+            with console.status(text):
+                yield
+        else:
+            yield
+
+    return status
+
+
+# ------------------------------------------------------------------ scan
+def cmd_scan(a: argparse.Namespace) -> int:
+    drop = Path(a.drop).expanduser()
+    if not drop.is_file():
+        raise UsageError(f"no such drop archive: {drop}")
+    upstreams = [parse_upstream(u) for u in a.upstream]
+    metadata = {"components": ",".join(a.declare)} if a.declare else {}
+    status = _progress(a.quiet)
+    with _stack(a) as (client, mailbox):
+        for u in upstreams:
+            with status(f"ingesting {u.package} {u.version} from {u.archive.name}…"):
+                client.ingest(u.archive, u.package, u.version, trust=Trust.LOW if u.package in a.low_trust else None)
+        for p in a.low_trust:
+            client.db.set_trust(p, Trust.LOW)
+        with status(f"scanning {drop.name}…"):
+            key, scan_id = client.upload_drop(drop, a.supplier, metadata=metadata)
+            manifest = client.wait_manifest(a.supplier, scan_id, timeout=a.timeout)
+        if manifest is None:
+            print(f"dropscan: no manifest for {key} within {a.timeout:.0f} s (scan {scan_id})", file=sys.stderr)
+            return 1
+        if mailbox is not None:
+            with status("waiting for the notification…"):
+                client.pump(lambda: bool(mailbox.for_scan(scan_id)), 60)
+            notes = mailbox.for_scan(scan_id)
+            if notes and a.eml_dir:
+                from dropscan.local.embedded import write_eml
+
+                write_eml(notes[0], Path(a.eml_dir), scan_id)
+    if a.manifest_out:
+        Path(a.manifest_out).write_text(json.dumps(manifest, indent=1))
+    if not a.quiet:
+        from dropscan.summary import body, subject
+
+        print(subject(manifest))
+        print()
+        print(body(manifest))
+    return 0 if manifest["status"] == "complete" else 1
+
+
+@contextmanager
+def _stack(a: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
+    """The client for the stack the options name: embedded (default), --endpoint-url or --stack."""
+    import boto3
+
+    from dropscan.client import Client, StackNames
+
+    if a.endpoint_url or a.stack:
+        session = boto3.session.Session()
+        names = StackNames.from_stack(session, a.stack or "dropscan-local", a.endpoint_url)
+        yield Client(session, names, endpoint_url=a.endpoint_url), None
+        return
+    from dropscan.local.embedded import embedded
+
+    logs = Path(a.data_dir) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / "functions.log").open("a") as log, embedded(log_stream=log) as es:
+        yield es.client, es.mailbox
+
+
+# ------------------------------------------------------------------ hash
+def cmd_hash(a: argparse.Namespace) -> int:
+    from dropscan.archive import ArchiveReadError, walk
+
+    src = Path(a.archive).expanduser()
+    if not src.is_file():
+        raise UsageError(f"no such archive: {src}")
+    out: IO[str] = open(a.out, "w") if a.out else sys.stdout  # noqa: SIM115
+    try:
+        for rec in walk(str(src), src.name):
+            out.write(json.dumps(rec.to_json(), separators=(",", ":")) + "\n")
+    except ArchiveReadError as e:
+        print(f"dropscan: {src}: archive is corrupt or truncated: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if a.out:
+            out.close()
+    return 0
+
+
+# ------------------------------------------------------------------ ingest
+def cmd_ingest(a: argparse.Namespace) -> int:
+    archive = Path(a.archive).expanduser()
+    if not archive.is_file():
+        raise UsageError(f"no such archive: {archive}")
+    package, version = a.package, a.version
+    if not (package and version):
+        parsed = parse_archive_name(archive.name)
+        if parsed is None:
+            raise UsageError(f"cannot tell package and version from {archive.name}: give --package and --version")
+        package, version = package or parsed[0], version or parsed[1]
+    with _stack(a) as (client, _):
+        with _progress(a.quiet)(f"ingesting {package} {version}…"):
+            client.ingest(archive, package, version, trust=Trust(a.trust) if a.trust else None)
+        info = client.db.packages([package])[package]
+    print(json.dumps({"package": package, "version": version, "trust": info.trust.value, "versions": info.versions}))
+    return 0
+
+
+# ------------------------------------------------------------------ up / demo
+def cmd_up(a: argparse.Namespace) -> int:
+    from dropscan.local.server import serve
+
+    return serve(host=a.host, port=a.port, eml_dir=Path(a.eml_dir), data_dir=Path(a.data_dir))
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    from dropscan.demo import run_demo
+
+    return run_demo(Path(a.cache), Path(a.out), quiet=a.quiet)
+
+
+# ------------------------------------------------------------------ entry point
+def _add_target(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--endpoint-url", help="use a running `dropscan up` at this URL")
+    g.add_argument("--stack", help="use the deployed stack of this name (names from its CloudFormation outputs)")
+    p.add_argument("--data-dir", default=str(default_data_dir()), help="where the embedded stack keeps its data")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="dropscan", description="Audit source drops against trusted upstream releases.")
+    ap.add_argument("--version", action="version", version=f"dropscan {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("scan", help="scan a drop through the whole flow and print its audit summary")
+    p.add_argument("drop")
+    p.add_argument("--upstream", action="append", default=[], metavar="PACKAGE@VERSION=ARCHIVE")
+    p.add_argument("--low-trust", action="append", default=[], metavar="PACKAGE")
+    p.add_argument("--supplier", default="local")
+    p.add_argument("--declare", action="append", default=[], metavar="PACKAGE@VERSION")
+    p.add_argument("--manifest-out", metavar="FILE")
+    p.add_argument("--eml-dir", metavar="DIR", help="write the notification as an .eml file here")
+    p.add_argument("--timeout", type=float, default=3600.0)
+    _add_target(p)
+    p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("hash", help="the unpack stage alone: one JSON line per file")
+    p.add_argument("archive")
+    p.add_argument("--out", metavar="FILE")
+    p.add_argument("--quiet", "-q", action="store_true")
+    p.set_defaults(func=cmd_hash)
+
+    p = sub.add_parser("ingest", help="add an upstream release to the upstream database")
+    p.add_argument("archive")
+    p.add_argument("--package")
+    p.add_argument("--version")
+    p.add_argument("--trust", choices=[t.value for t in Trust])
+    _add_target(p)
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("up", help="run the local stack as a moto server with the dispatcher")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=4566)
+    p.add_argument("--eml-dir", default="notifications")
+    p.add_argument("--data-dir", default=str(default_data_dir()))
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("demo", help="scan a supplier drop built from real PyPI sdists")
+    p.add_argument("--cache", default=".cache/demo", help="folder holding the downloaded sdists")
+    p.add_argument("--out", default="demo-out")
+    p.add_argument("--quiet", "-q", action="store_true")
+    p.set_defaults(func=cmd_demo)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        rc: int = a.func(a)
+    except UsageError as e:
+        parser.print_usage(sys.stderr)
+        print(f"dropscan: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # the user gets one clear line; the traceback goes to the log
+        print(f"dropscan: {type(e).__name__}: {e}", file=sys.stderr)
+        if os.environ.get("DROPSCAN_DEBUG"):
+            raise
+        return 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""What a supplier or an engineer does with a running stack: upload upstreams and drops, await results.
+
+The same calls drive the embedded moto stack (a dispatcher delivers the events in this process), a
+``dropscan up`` server, or the deployed stack on AWS (the functions run there; this side only waits).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from dropscan.manifest import manifest_key
+from dropscan.models import Trust
+from dropscan.pipeline import scan_id_for
+from dropscan.releases import release_error_key, release_key
+from dropscan.upstream_db import UpstreamDB
+
+Pump = Callable[[Callable[[], bool], float], bool]
+
+
+def poll(done: Callable[[], bool], timeout: float) -> bool:
+    """The pump for a remote stack: the functions run elsewhere, so just look again now and then."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1.0)
+    return True
+
+
+@dataclass(frozen=True)
+class StackNames:
+    drops_bucket: str
+    results_bucket: str
+    upstream_bucket: str
+    upstream_table: str
+    topic_arn: str
+
+    @classmethod
+    def from_outputs(cls, outputs: dict[str, str]) -> StackNames:
+        return cls(
+            drops_bucket=outputs["DropsBucketName"],
+            results_bucket=outputs["ResultsBucketName"],
+            upstream_bucket=outputs["UpstreamBucketName"],
+            upstream_table=outputs["UpstreamTableName"],
+            topic_arn=outputs["NotificationTopicArn"],
+        )
+
+    @classmethod
+    def from_stack(cls, session: boto3.session.Session, stack: str, endpoint_url: str | None = None) -> StackNames:
+        cfn = session.client("cloudformation", endpoint_url=endpoint_url)
+        outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+        return cls.from_outputs({o["OutputKey"]: o["OutputValue"] for o in outputs})
+
+
+class IngestFailed(RuntimeError):
+    pass
+
+
+class Client:
+    def __init__(
+        self,
+        session: boto3.session.Session,
+        names: StackNames,
+        *,
+        pump: Pump = poll,
+        endpoint_url: str | None = None,
+    ) -> None:
+        self.names = names
+        self.pump = pump
+        self.s3 = session.client("s3", endpoint_url=endpoint_url)
+        self.db = UpstreamDB(session.client("dynamodb", endpoint_url=endpoint_url), names.upstream_table)
+
+    def _exists(self, bucket: str, key: str) -> bool:
+        try:
+            self.s3.head_object(Bucket=bucket, Key=key)
+        except self.s3.exceptions.ClientError:
+            return False
+        return True
+
+    def ingest(
+        self, archive: Path, package: str, version: str, *, trust: Trust | None = None, timeout: float = 3600
+    ) -> None:
+        """Upload a release to upstream/<package>/<version>/ and wait until the ingest function is done."""
+        if version in (self.db.packages([package]).get(package) or _NoPackage).versions:
+            if trust:
+                self.db.set_trust(package, trust)
+            return  # already ingested: the database keeps releases between runs
+        meta = {"trust": trust.value} if trust else {}
+        key = f"upstream/{package}/{version}/{archive.name}"
+        self.s3.upload_file(str(archive), self.names.upstream_bucket, key, ExtraArgs={"Metadata": meta})
+        error_key = release_error_key(package, version)
+
+        def done() -> bool:
+            if self._exists(self.names.upstream_bucket, error_key):
+                return True
+            info = self.db.packages([package]).get(package)
+            return bool(info and version in info.versions)
+
+        if not self.pump(done, timeout):
+            raise IngestFailed(f"ingest of {package}@{version} did not finish within {timeout:.0f} s")
+        if self._exists(self.names.upstream_bucket, error_key):
+            body = self.s3.get_object(Bucket=self.names.upstream_bucket, Key=error_key)["Body"].read()
+            raise IngestFailed(f"{package}@{version}: {json.loads(body)['error']}")
+        assert self._exists(self.names.upstream_bucket, release_key(package, version))
+
+    def upload_drop(self, drop: Path, supplier: str, *, metadata: dict[str, str] | None = None) -> tuple[str, str]:
+        """Upload to drops/<supplier>/<name>; returns (key, scan id)."""
+        key = f"drops/{supplier}/{drop.name}"
+        self.s3.upload_file(str(drop), self.names.drops_bucket, key, ExtraArgs={"Metadata": metadata or {}})
+        etag = self.s3.head_object(Bucket=self.names.drops_bucket, Key=key)["ETag"].strip('"')
+        return key, scan_id_for(self.names.drops_bucket, key, etag)
+
+    def wait_manifest(self, supplier: str, scan_id: str, *, timeout: float = 3600) -> dict[str, Any] | None:
+        key = manifest_key(supplier, scan_id)
+        if not self.pump(lambda: self._exists(self.names.results_bucket, key), timeout):
+            return None
+        data: dict[str, Any] = json.loads(
+            self.s3.get_object(Bucket=self.names.results_bucket, Key=key)["Body"].read()
+        )
+        return data
+
+
+class _NoPackage:
+    versions: tuple[str, ...] = ()

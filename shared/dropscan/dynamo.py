@@ -1,0 +1,127 @@
+"""DynamoDB batch access with backoff, bounded concurrency and call accounting.
+
+pynamodb models define the item schemas (see ``upstream_db`` and ``scans``); its own batch helpers
+retry UnprocessedKeys in a tight loop and one call at a time, so the batch paths are here.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+BATCH_GET_LIMIT = 100
+BATCH_WRITE_LIMIT = 25
+MAX_ATTEMPTS = 10
+
+RawItem = dict[str, Any]
+
+
+class BatchError(RuntimeError):
+    """A batch call still had unprocessed keys or items after every retry."""
+
+
+@dataclass
+class CallStats:
+    """Counts of DynamoDB work, reported in manifests and benchmarks."""
+
+    batch_get_calls: int = 0
+    batch_write_calls: int = 0
+    keys_requested: int = 0
+    items_written: int = 0
+    retries: int = 0
+    consumed_rcu: float = 0.0
+    consumed_wcu: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **deltas: float) -> None:
+        with self._lock:
+            for name, value in deltas.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+
+def _chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(seq), size):
+        yield seq[i : i + size]
+
+
+def _backoff(attempt: int) -> None:
+    # full jitter; the first retry waits at most 50 ms
+    time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
+
+
+def _consumed(resp: dict[str, Any]) -> float:
+    return float(sum(c.get("CapacityUnits", 0.0) for c in resp.get("ConsumedCapacity", [])))
+
+
+class BatchTable:
+    """BatchGetItem/BatchWriteItem on one table, several calls in flight."""
+
+    def __init__(
+        self, client: DynamoDBClient, table: str, *, concurrency: int = 4, stats: CallStats | None = None
+    ) -> None:
+        self.client = client
+        self.table = table
+        self.concurrency = concurrency
+        self.stats = stats or CallStats()
+
+    def get_many(self, keys: Sequence[RawItem]) -> list[RawItem]:
+        """Every existing item among ``keys`` (each a raw key map); order not kept."""
+        pages = list(_chunks(keys, BATCH_GET_LIMIT))
+        if len(pages) <= 1 or self.concurrency <= 1:
+            return [item for page in pages for item in self._get_page(page)]
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            return [item for found in pool.map(self._get_page, pages) for item in found]
+
+    def _get_page(self, keys: Sequence[RawItem]) -> list[RawItem]:
+        found: list[RawItem] = []
+        pending: list[RawItem] = list(keys)
+        for attempt in range(MAX_ATTEMPTS):
+            resp: dict[str, Any] = dict(
+                self.client.batch_get_item(
+                    RequestItems={self.table: {"Keys": pending}}, ReturnConsumedCapacity="TOTAL"
+                )
+            )
+            self.stats.add(batch_get_calls=1, keys_requested=len(pending), consumed_rcu=_consumed(resp))
+            found.extend(resp.get("Responses", {}).get(self.table, []))
+            pending = resp.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+            if not pending:
+                return found
+            self.stats.add(retries=1)
+            _backoff(attempt)
+        raise BatchError(f"{len(pending)} keys of {self.table} still unprocessed after {MAX_ATTEMPTS} tries")
+
+    def put_many(self, items: Sequence[RawItem]) -> None:
+        pages = list(_chunks(items, BATCH_WRITE_LIMIT))
+        if len(pages) <= 1 or self.concurrency <= 1:
+            for page in pages:
+                self._put_page(page)
+            return
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            list(pool.map(self._put_page, pages))
+
+    def _put_page(self, items: Sequence[RawItem]) -> None:
+        pending: list[Any] = [{"PutRequest": {"Item": item}} for item in items]
+        for attempt in range(MAX_ATTEMPTS):
+            resp: dict[str, Any] = dict(
+                self.client.batch_write_item(
+                    RequestItems={self.table: pending}, ReturnConsumedCapacity="TOTAL"
+                )
+            )
+            self.stats.add(batch_write_calls=1, items_written=len(pending), consumed_wcu=_consumed(resp))
+            pending = resp.get("UnprocessedItems", {}).get(self.table, [])
+            if not pending:
+                return
+            self.stats.add(retries=1)
+            _backoff(attempt)
+        raise BatchError(f"{len(pending)} items of {self.table} still unwritten after {MAX_ATTEMPTS} tries")

@@ -1,0 +1,177 @@
+"""Plays Lambda's SQS event-source mappings in-process: poll, invoke the named handler, settle the batch."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import IO, Any
+
+from dropscan.local.stack import REGION, DeployedStack, EventSourceMapping, FunctionSpec
+from dropscan.services import reset as reset_services
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class LambdaContext:
+    """The attributes of Lambda's context object that handlers and Powertools read."""
+
+    function_name: str
+    memory_limit_in_mb: int
+    timeout_s: int
+    aws_request_id: str
+    invoked_function_arn: str
+    function_version: str = "$LATEST"
+    log_group_name: str = ""
+    log_stream_name: str = "local"
+
+    def __post_init__(self) -> None:
+        self._deadline = time.monotonic() + self.timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def load_handler(spec: FunctionSpec) -> Handler:
+    """Import ``<code_dir>/<module>.py`` under a name of its own (every function's module is app.py)."""
+    module_name, func = spec.handler.rsplit(".", 1)
+    path = spec.code_dir / f"{module_name}.py"
+    unique = f"dropscan_fn_{spec.logical_id}"
+    mod: ModuleType | None = sys.modules.get(unique)
+    if mod is None:
+        loader = importlib.util.spec_from_file_location(unique, path)
+        if loader is None or loader.loader is None:
+            raise ImportError(f"cannot load {path}")
+        mod = importlib.util.module_from_spec(loader)
+        sys.modules[unique] = mod
+        loader.loader.exec_module(mod)
+    handler: Handler = getattr(mod, func)
+    return handler
+
+
+@dataclass
+class Delivery:
+    function: str
+    messages: int
+    failed: int
+    error: str | None
+
+
+class Dispatcher:
+    """Delivers each queue's messages to its function as Lambda would, one batch at a time."""
+
+    def __init__(self, stack: DeployedStack, sqs: Any, *, log_stream: IO[str] | None = None) -> None:
+        self.stack = stack
+        self.sqs = sqs
+        self.log_stream = log_stream
+        self.history: list[Delivery] = []
+        os.environ.update(stack.environment())
+        reset_services()
+        self._handlers = {m.function.logical_id: load_handler(m.function) for m in stack.mappings}
+        if log_stream is not None:
+            # Powertools loggers write to the stdout they saw at import; the CLI keeps stdout for results
+            for name in ("dropscan", os.environ.get("POWERTOOLS_SERVICE_NAME", "dropscan")):
+                for h in logging.getLogger(name).handlers:
+                    if isinstance(h, logging.StreamHandler):
+                        h.setStream(log_stream)
+
+    def poll_once(self) -> int:
+        """One receive on every mapped queue, in flow order; returns how many messages were delivered."""
+        return sum(self._deliver(m) for m in self.stack.mappings)
+
+    def _deliver(self, mapping: EventSourceMapping) -> int:
+        resp = self.sqs.receive_message(
+            QueueUrl=mapping.queue_url,
+            MaxNumberOfMessages=min(10, mapping.batch_size),
+            WaitTimeSeconds=0,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        messages = resp.get("Messages", [])
+        if not messages:
+            return 0
+        event = {"Records": [self._record(m, mapping) for m in messages]}
+        fn = mapping.function
+        context = LambdaContext(
+            function_name=fn.name,
+            memory_limit_in_mb=fn.memory,
+            timeout_s=fn.timeout,
+            aws_request_id=str(uuid.uuid4()),
+            invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:{fn.name}",
+        )
+        failed: set[str] = set()
+        error = None
+        try:
+            result = self._handlers[fn.logical_id](event, context)
+            if mapping.report_batch_item_failures and isinstance(result, dict):
+                failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+        except Exception:  # a crashed invocation: Lambda leaves the whole batch for redelivery
+            error = traceback.format_exc()
+            failed = {m["MessageId"] for m in messages}
+            if self.log_stream is not None:
+                self.log_stream.write(error)
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            self.sqs.delete_message_batch(
+                QueueUrl=mapping.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        # failed messages stay invisible until the queue's visibility timeout, then the redrive policy applies
+        self.history.append(Delivery(fn.logical_id, len(messages), len(failed), error))
+        return len(messages)
+
+    @staticmethod
+    def _record(m: dict[str, Any], mapping: EventSourceMapping) -> dict[str, Any]:
+        return {
+            "messageId": m["MessageId"],
+            "receiptHandle": m["ReceiptHandle"],
+            "body": m["Body"],
+            "attributes": m.get("Attributes", {}),
+            "messageAttributes": {
+                k: {
+                    "stringValue": v.get("StringValue"),
+                    "binaryValue": v.get("BinaryValue"),
+                    "dataType": v["DataType"],
+                    "stringListValues": [],
+                    "binaryListValues": [],
+                }
+                for k, v in m.get("MessageAttributes", {}).items()
+            },
+            "md5OfBody": m.get("MD5OfBody", ""),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": mapping.queue_arn,
+            "awsRegion": REGION,
+        }
+
+    def run_until(self, done: Callable[[], bool], *, timeout: float, idle_sleep: float = 0.05) -> bool:
+        """Deliver until ``done()`` holds; False if ``timeout`` seconds pass first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if done():
+                return True
+            if time.monotonic() > deadline:
+                return False
+            if not self.poll_once():
+                time.sleep(idle_sleep)
+
+    def drain(self, *, timeout: float) -> bool:
+        """Deliver until every mapped queue is empty (messages waiting on a visibility timeout count)."""
+        return self.run_until(self.idle, timeout=timeout)
+
+    def idle(self) -> bool:
+        for m in self.stack.mappings:
+            attrs = self.sqs.get_queue_attributes(
+                QueueUrl=m.queue_url,
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            )["Attributes"]
+            if int(attrs["ApproximateNumberOfMessages"]) or int(attrs["ApproximateNumberOfMessagesNotVisible"]):
+                return False
+        return True

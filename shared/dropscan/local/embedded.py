@@ -1,0 +1,128 @@
+"""The embedded stack: moto in this process, the template deployed into it, the dispatcher running."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from email.utils import formatdate
+from pathlib import Path
+from typing import IO, Any
+
+import boto3
+
+from dropscan.client import Client, StackNames
+from dropscan.local.dispatcher import Dispatcher
+from dropscan.local.stack import REGION, DeployedStack, deploy
+from dropscan.services import reset as reset_services
+
+_FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+}
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One message on the notification topic, as an SQS subscriber receives it."""
+
+    subject: str
+    message: str
+    attributes: dict[str, str]
+
+    def to_eml(self) -> EmailMessage:
+        mail = EmailMessage()
+        mail["Subject"] = self.subject
+        mail["From"] = "dropscan <dropscan@localhost>"
+        mail["To"] = "compliance <compliance@localhost>"
+        mail["Date"] = formatdate(localtime=True)
+        for k, v in sorted(self.attributes.items()):
+            mail[f"X-Dropscan-{k.replace('_', '-').title()}"] = v
+        mail.set_content(self.message)
+        return mail
+
+
+@dataclass
+class Mailbox:
+    """An SQS queue subscribed to the topic: what an e-mail subscriber would get, kept for reading."""
+
+    sqs: Any
+    queue_url: str
+    received: list[Notification] = field(default_factory=list)
+
+    @classmethod
+    def subscribe(cls, session: boto3.session.Session, topic_arn: str, name: str) -> Mailbox:
+        sqs, sns = session.client("sqs"), session.client("sns")
+        url = sqs.create_queue(QueueName=name)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn)
+        return cls(sqs, url)
+
+    def fetch(self) -> list[Notification]:
+        """New notifications since the last call."""
+        new: list[Notification] = []
+        while True:
+            msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not msgs:
+                break
+            for m in msgs:
+                env = json.loads(m["Body"])
+                attrs = {k: v["Value"] for k, v in env.get("MessageAttributes", {}).items()}
+                new.append(Notification(env.get("Subject", ""), env["Message"], attrs))
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        self.received.extend(new)
+        return new
+
+    def for_scan(self, scan_id: str) -> list[Notification]:
+        self.fetch()
+        return [n for n in self.received if n.attributes.get("scan_id") == scan_id]
+
+
+@dataclass
+class EmbeddedStack:
+    session: boto3.session.Session
+    stack: DeployedStack
+    dispatcher: Dispatcher
+    mailbox: Mailbox
+    client: Client
+    names: StackNames
+
+
+@contextmanager
+def embedded(
+    *, parameters: dict[str, str] | None = None, log_stream: IO[str] | None = None
+) -> Iterator[EmbeddedStack]:
+    """Start moto in-process, deploy template.yaml, and yield the running stack."""
+    from moto import mock_aws
+
+    saved = dict(os.environ)
+    for k, v in _FAKE_CREDENTIALS.items():
+        os.environ[k] = v  # never reach a real account from the embedded stack
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    os.environ.pop("AWS_PROFILE", None)
+    try:
+        with mock_aws():
+            session = boto3.session.Session(region_name=REGION)
+            stack = deploy(session, parameters=parameters)
+            dispatcher = Dispatcher(stack, session.client("sqs"), log_stream=log_stream)
+            names = StackNames.from_outputs(stack.outputs)
+            mailbox = Mailbox.subscribe(session, names.topic_arn, f"{stack.name}-mailbox")
+            client = Client(session, names, pump=lambda done, t: dispatcher.run_until(done, timeout=t))
+            yield EmbeddedStack(session, stack, dispatcher, mailbox, client, names)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        reset_services()
+
+
+def write_eml(notification: Notification, folder: Path, stem: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{stem}.eml"
+    path.write_bytes(bytes(notification.to_eml()))
+    return path

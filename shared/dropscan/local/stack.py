@@ -1,0 +1,237 @@
+"""Deploy template.yaml into moto: SAM translation, moto's CloudFormation, and what moto leaves out."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+REGION = "us-east-1"
+DEFAULT_STACK = "dropscan-local"
+ARTIFACT_BUCKET = "dropscan-local-artifacts"
+
+
+def project_root() -> Path:
+    """The checkout holding template.yaml and functions/ (``DROPSCAN_HOME`` overrides)."""
+    env = os.environ.get("DROPSCAN_HOME")
+    candidates = [Path(env)] if env else []
+    candidates += [Path(__file__).resolve().parents[3], Path.cwd()]
+    for c in candidates:
+        if (c / "template.yaml").is_file() and (c / "functions").is_dir():
+            return c
+    raise FileNotFoundError("template.yaml not found: run from the dropscan checkout or set DROPSCAN_HOME")
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    logical_id: str
+    name: str  # physical name in moto
+    code_dir: Path
+    handler: str
+    timeout: int
+    memory: int
+    environment: dict[str, str]
+
+
+@dataclass(frozen=True)
+class EventSourceMapping:
+    function: FunctionSpec
+    queue_url: str
+    queue_arn: str
+    batch_size: int
+    report_batch_item_failures: bool
+
+
+@dataclass
+class DeployedStack:
+    name: str
+    outputs: dict[str, str]
+    functions: dict[str, FunctionSpec]
+    mappings: list[EventSourceMapping]
+    physical: dict[str, str] = field(default_factory=dict)
+
+    def environment(self) -> dict[str, str]:
+        """The union of the functions' variables (the template sets them in Globals, so they agree)."""
+        env: dict[str, str] = {}
+        for f in self.functions.values():
+            for k, v in f.environment.items():
+                if env.setdefault(k, v) != v:
+                    raise ValueError(f"functions disagree on {k}: the local stack runs them in one process")
+        return env
+
+
+@dataclass
+class Translation:
+    template: dict[str, Any]
+    code_dirs: dict[str, Path]
+    notifications: dict[str, dict[str, Any]]  # bucket logical id -> NotificationConfiguration
+    queue_policies: dict[str, dict[str, Any]]
+
+
+def translate(root: Path, parameters: dict[str, str] | None = None) -> Translation:
+    """template.yaml -> plain CloudFormation that moto can create, plus what moto would drop."""
+    sam = yaml_parse((root / "template.yaml").read_text())
+    code_dirs: dict[str, Path] = {}
+    for name, res in sam["Resources"].items():
+        props = res.get("Properties", {})
+        for attr in ("CodeUri", "ContentUri"):
+            if isinstance(props.get(attr), str) and not props[attr].startswith("s3://"):
+                code_dirs[name] = root / props[attr]
+                props[attr] = f"s3://{ARTIFACT_BUCKET}/{name}.zip"
+
+    class _NoManagedPolicies:
+        def load(self) -> dict[str, str]:
+            return {}
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+    cfn = transform(sam, dict(parameters or {}), _NoManagedPolicies())
+    notifications: dict[str, dict[str, Any]] = {}
+    policies: dict[str, dict[str, Any]] = {}
+    for name, res in list(cfn["Resources"].items()):
+        kind, props = res["Type"], res.setdefault("Properties", {})
+        if kind == "AWS::Lambda::EventSourceMapping":
+            # moto would invoke the function through Docker; the dispatcher delivers instead
+            props["Enabled"] = False
+        elif kind == "AWS::S3::Bucket" and "NotificationConfiguration" in props:
+            notifications[name] = props.pop("NotificationConfiguration")
+        elif kind == "AWS::SQS::QueuePolicy":
+            policies[name] = cfn["Resources"].pop(name)
+    for res in cfn["Resources"].values():
+        deps = res.get("DependsOn")
+        if deps:
+            deps = [deps] if isinstance(deps, str) else deps
+            kept = [d for d in deps if d not in policies]
+            if kept:
+                res["DependsOn"] = kept
+            else:
+                del res["DependsOn"]
+    # moto only knows code by name: the layer's logical id carries a content hash
+    for name, res in cfn["Resources"].items():
+        if res["Type"] == "AWS::Lambda::LayerVersion":
+            base = next((n for n in code_dirs if name.startswith(n)), None)
+            if base:
+                res["Properties"]["Content"] = {"S3Bucket": ARTIFACT_BUCKET, "S3Key": f"{base}.zip"}
+    return Translation(cfn, code_dirs, notifications, policies)
+
+
+def _zip_of(directory: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for p in sorted(directory.glob("*.py")):
+            zf.write(p, p.name)
+    return buf.getvalue()
+
+
+def _resolve(value: Any, physical: dict[str, str], arns: dict[str, str]) -> Any:
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        logical, attr = value["Fn::GetAtt"]
+        if attr == "Arn":
+            return arns[logical]
+    if isinstance(value, dict) and "Ref" in value:
+        return physical[value["Ref"]]
+    return value
+
+
+def deploy(
+    session: boto3.session.Session,
+    *,
+    stack_name: str = DEFAULT_STACK,
+    parameters: dict[str, str] | None = None,
+    root: Path | None = None,
+) -> DeployedStack:
+    """Create (or reuse) the stack in the moto behind ``session`` and return how to drive it."""
+    root = root or project_root()
+    tr = translate(root, parameters)
+    cfn = session.client("cloudformation", region_name=REGION)
+    s3 = session.client("s3", region_name=REGION)
+    sqs = session.client("sqs", region_name=REGION)
+    existing = {s["StackName"] for s in cfn.list_stacks()["StackSummaries"] if s["StackStatus"] != "DELETE_COMPLETE"}
+    if stack_name not in existing:
+        s3.create_bucket(Bucket=ARTIFACT_BUCKET)
+        for name, directory in tr.code_dirs.items():
+            s3.put_object(Bucket=ARTIFACT_BUCKET, Key=f"{name}.zip", Body=_zip_of(directory))
+        cfn.create_stack(
+            StackName=stack_name,
+            TemplateBody=json.dumps(tr.template),
+            Parameters=[{"ParameterKey": k, "ParameterValue": str(v)} for k, v in (parameters or {}).items()],
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
+        )
+    resources = cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
+    resources = [r for r in resources if "LogicalResourceId" in r and "PhysicalResourceId" in r]
+    physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources}
+    types = {r["LogicalResourceId"]: r["ResourceType"] for r in resources}
+    queue_urls = {n: _queue_url(sqs, physical[n]) for n, t in types.items() if t == "AWS::SQS::Queue"}
+    arns = {
+        n: sqs.get_queue_attributes(QueueUrl=u, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        for n, u in queue_urls.items()
+    }
+    _apply_notifications(s3, tr, physical, arns)
+    functions = _functions(session, tr, physical)
+    mappings = [
+        EventSourceMapping(
+            function=functions[res["Properties"]["FunctionName"]["Ref"]],
+            queue_url=queue_urls[res["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]],
+            queue_arn=arns[res["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]],
+            batch_size=int(res["Properties"].get("BatchSize", 10)),
+            report_batch_item_failures="ReportBatchItemFailures" in res["Properties"].get("FunctionResponseTypes", []),
+        )
+        for res in tr.template["Resources"].values()
+        if res["Type"] == "AWS::Lambda::EventSourceMapping"
+    ]
+    stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    return DeployedStack(stack_name, outputs, functions, mappings, physical)
+
+
+def _queue_url(sqs: Any, physical_id: str) -> str:
+    if physical_id.startswith("http"):
+        return physical_id
+    return str(sqs.get_queue_url(QueueName=physical_id.rsplit(":", 1)[-1])["QueueUrl"])
+
+
+def _apply_notifications(s3: Any, tr: Translation, physical: dict[str, str], arns: dict[str, str]) -> None:
+    """moto's CloudFormation ignores a bucket's NotificationConfiguration: put it on the bucket."""
+    for bucket, conf in tr.notifications.items():
+        queues = []
+        for q in conf.get("QueueConfigurations", []):
+            entry: dict[str, Any] = {"QueueArn": _resolve(q["Queue"], physical, arns), "Events": [q["Event"]]}
+            rules = q.get("Filter", {}).get("S3Key", {}).get("Rules", [])
+            if rules:
+                entry["Filter"] = {"Key": {"FilterRules": [{"Name": r["Name"], "Value": r["Value"]} for r in rules]}}
+            queues.append(entry)
+        s3.put_bucket_notification_configuration(
+            Bucket=physical[bucket], NotificationConfiguration={"QueueConfigurations": queues}
+        )
+
+
+def _functions(session: boto3.session.Session, tr: Translation, physical: dict[str, str]) -> dict[str, FunctionSpec]:
+    lam = session.client("lambda", region_name=REGION)
+    out = {}
+    for name, res in tr.template["Resources"].items():
+        if res["Type"] != "AWS::Lambda::Function":
+            continue
+        conf = lam.get_function_configuration(FunctionName=physical[name])
+        env = {k: str(v) for k, v in conf.get("Environment", {}).get("Variables", {}).items()}
+        out[name] = FunctionSpec(
+            logical_id=name,
+            name=conf["FunctionName"],
+            code_dir=tr.code_dirs[name],
+            handler=conf["Handler"],
+            timeout=int(conf.get("Timeout", 3)),
+            memory=int(conf.get("MemorySize", 128)),
+            environment=env,
+        )
+    return out
+
+
+def template_copy(tr: Translation) -> dict[str, Any]:
+    return copy.deepcopy(tr.template)

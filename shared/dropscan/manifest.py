@@ -1,0 +1,89 @@
+"""The result manifest (schema ``dropscan.manifest/1``): building, summarising and validating it."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from dropscan import __version__
+from dropscan.models import CLASS_ORDER, REVIEW_CLASSES, FileClass
+
+SCHEMA = "dropscan.manifest/1"
+TERMINAL = ("complete", "rejected", "failed")
+
+
+def manifest_key(supplier: str, scan_id: str) -> str:
+    return f"results/{supplier}/{scan_id}/manifest.json"
+
+
+def summarize(files: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    counts = Counter(f["class"] for f in files)
+    total = sum(counts.values())
+    review = sum(counts.get(c.value, 0) for c in REVIEW_CLASSES)
+    return {
+        "files": total,
+        "classes": {c.value: counts.get(c.value, 0) for c in CLASS_ORDER},
+        "review": review,
+        "review_pct": round(100.0 * review / total, 2) if total else 0.0,
+        "low_trust": counts.get(FileClass.LOW_TRUST.value, 0),
+        "unreadable": 0,
+    }
+
+
+def verdict(status: str, summary: Mapping[str, Any]) -> str:
+    if status != "complete":
+        return status
+    return "review" if summary["review"] else "clean"
+
+
+def build_manifest(
+    *,
+    scan_id: str,
+    supplier: str,
+    source: Mapping[str, Any],
+    status: str,
+    reason: str | None,
+    files: list[dict[str, Any]],
+    components: list[dict[str, Any]],
+    stats: Mapping[str, Any],
+    created_at: str,
+    finished_at: str,
+) -> dict[str, Any]:
+    files = sorted(files, key=lambda f: f["path"])
+    summary = summarize(files)
+    summary["unreadable"] = sum(1 for f in files if f.get("unreadable"))
+    summary["components"] = len(components)
+    return {
+        "schema": SCHEMA,
+        "generator": f"dropscan {__version__}",
+        "scan_id": scan_id,
+        "supplier": supplier,
+        "source": dict(source),
+        "status": status,
+        "reason": reason,
+        "verdict": verdict(status, summary),
+        "created_at": created_at,
+        "finished_at": finished_at,
+        "summary": summary,
+        "components": components,
+        "files": files,
+        "stats": dict(stats),
+    }
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = resources.files("dropscan").joinpath("schema/manifest.schema.json").read_text()
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def validate(manifest: Mapping[str, Any]) -> None:
+    """Raise jsonschema.ValidationError when ``manifest`` breaks the documented schema."""
+    import jsonschema
+
+    jsonschema.validate(manifest, schema())

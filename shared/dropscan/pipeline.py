@@ -1,0 +1,385 @@
+"""The stages of a scan, one function each: unpack, lookup, finalize, notify, and ingest of upstreams."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+from urllib.parse import unquote_plus
+
+from aws_lambda_powertools import Logger
+
+from dropscan.archive import ArchiveReadError, walk
+from dropscan.classify import classify
+from dropscan.components import component_of, resolve_component
+from dropscan.dynamo import CallStats
+from dropscan.manifest import build_manifest, manifest_key
+from dropscan.models import FileRecord, Trust
+from dropscan.releases import Release, load_release, parse_archive_name, release_error_key, save_release
+from dropscan.scans import Upload, now
+from dropscan.services import Services
+from dropscan.summary import body, message_attributes, subject
+from dropscan.upstream_db import FileDigests
+
+logger = Logger(child=True)
+
+DROP_PREFIX = "drops/"
+UPSTREAM_PREFIX = "upstream/"
+INLINE_CHUNK_LIMIT = 200_000  # bytes; SQS takes 256 KiB, the rest goes to S3 with a pointer
+_SUPPLIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+# ------------------------------------------------------------------ keys and ids
+def object_key(raw: str) -> str:
+    """S3 event keys arrive URL-encoded (spaces as '+')."""
+    return unquote_plus(raw)
+
+
+def parse_drop_key(key: str) -> tuple[str, str] | None:
+    """``drops/<supplier>/<name>`` -> (supplier, name); None when the key does not follow the layout."""
+    if not key.startswith(DROP_PREFIX):
+        return None
+    parts = key[len(DROP_PREFIX) :].split("/", 1)
+    if len(parts) != 2 or not parts[1] or not _SUPPLIER.match(parts[0]):
+        return None
+    return parts[0], parts[1]
+
+
+def scan_id_for(bucket: str, key: str, etag: str | None) -> str:
+    """Deterministic: a redelivered event or a repeated upload of the same bytes is the same scan."""
+    return "s-" + hashlib.sha256(f"{bucket}\0{key}\0{etag}".encode()).hexdigest()[:24]
+
+
+def work_key(scan_id: str, kind: str, seq: int) -> str:
+    return f"work/{scan_id}/{kind}/{seq:06d}.json.gz"
+
+
+# ------------------------------------------------------------------ streaming helpers
+class HashingReader:
+    """Wraps a stream: SHA-256 and size of everything read through it."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._sha = hashlib.sha256()
+        self.size = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data: bytes = self._stream.read(n)
+        self._sha.update(data)
+        self.size += len(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def drain(self) -> None:
+        """Read what the archive reader left (tar padding, trailing garbage) so the digest is whole."""
+        while self.read(1 << 20):
+            pass
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
+
+
+def _gz_json(data: Any) -> bytes:
+    return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=5, mtime=0)
+
+
+def _compact(rec: FileRecord) -> dict[str, Any]:
+    out = rec.to_json()
+    # most files need no normalisation: drop digests equal to sha256 to keep chunks small
+    for k in ("kw", "ws"):
+        if out[k] == rec.sha256:
+            del out[k]
+    return out
+
+
+@dataclass
+class ChunkSender:
+    """Cuts the walk into chunks and sends each to the hash-chunk queue (inline or via S3)."""
+
+    svc: Services
+    scan_id: str
+    size: int
+    chunks: int = 0
+    files: int = 0
+    _pending: list[FileRecord] = field(default_factory=list)
+
+    def add(self, rec: FileRecord) -> None:
+        self._pending.append(rec)
+        self.files += 1
+        if len(self._pending) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        seq = self.chunks
+        records = [_compact(r) for r in self._pending]
+        msg: dict[str, Any] = {"scan_id": self.scan_id, "seq": seq, "records": records}
+        text = json.dumps(msg, separators=(",", ":"))
+        if len(text) > INLINE_CHUNK_LIMIT:
+            key = work_key(self.scan_id, "chunks", seq)
+            self.svc.s3.put_object(Bucket=self.svc.settings.results_bucket, Key=key, Body=_gz_json(records))
+            text = json.dumps({"scan_id": self.scan_id, "seq": seq, "records_key": key})
+        self.svc.sqs.send_message(QueueUrl=self.svc.settings.chunk_queue_url, MessageBody=text)
+        self.chunks += 1
+        self._pending = []
+
+
+def send_finalize(svc: Services, scan_id: str) -> None:
+    svc.sqs.send_message(QueueUrl=svc.settings.finalize_queue_url, MessageBody=json.dumps({"scan_id": scan_id}))
+
+
+# ------------------------------------------------------------------ stage 1: unpack
+def unpack_upload(svc: Services, bucket: str, key: str) -> str | None:
+    """Hash every file of an uploaded drop into chunks; returns the scan id, None for a duplicate."""
+    head = svc.s3.head_object(Bucket=bucket, Key=key)
+    etag = head.get("ETag", "").strip('"') or None
+    parsed = parse_drop_key(key)
+    upload = Upload(
+        bucket=bucket,
+        key=key,
+        etag=etag,
+        version_id=head.get("VersionId"),
+        supplier=parsed[0] if parsed else "unknown",
+        metadata=dict(head.get("Metadata", {})),
+    )
+    scan_id = scan_id_for(bucket, key, etag)
+    if svc.scans.begin(scan_id, upload) is None and not _resume(svc, scan_id):
+        logger.info("duplicate upload event", extra={"scan_id": scan_id})
+        return None
+    logger.append_keys(scan_id=scan_id, supplier=upload.supplier)
+    if parsed is None:
+        reason = f"upload key {key!r} is not under drops/<supplier>/<name>"
+        _close_unpack(svc, scan_id, 0, int(head.get("ContentLength", 0)), None, reason, "rejected")
+        return scan_id
+
+    reader = HashingReader(svc.s3.get_object(Bucket=bucket, Key=key)["Body"])
+    sender = ChunkSender(svc, scan_id, svc.settings.chunk_size)
+    reason, status = None, "scanning"
+    is_known = lru_cache(maxsize=None)(svc.upstream().is_known)
+    try:
+        for rec in walk(reader, parsed[1].rsplit("/", 1)[-1], is_known=is_known,
+                        max_depth=svc.settings.max_nesting_depth):
+            sender.add(rec)
+    except ArchiveReadError as e:
+        reason, status = f"archive is corrupt or truncated after {sender.files} files: {e}", "failed"
+    sender.flush()
+    reader.drain()
+    if sender.files == 0 and status == "scanning":
+        reason, status = ("empty upload" if reader.size == 0 else "archive holds no files"), "rejected"
+    _close_unpack(svc, scan_id, sender.chunks, reader.size, reader.hexdigest(), reason, status)
+    logger.info("unpacked", extra={"files": sender.files, "chunks": sender.chunks, "bytes": reader.size})
+    return scan_id
+
+
+def _resume(svc: Services, scan_id: str) -> bool:
+    """For an existing scan: True to redo the unpack (an earlier attempt died before counting chunks)."""
+    scan = svc.scans.get(scan_id)
+    if scan is None or scan.finalized_at is not None:
+        return False
+    if scan.chunks_total is None:
+        return True
+    if int(scan.chunks_done or 0) >= int(scan.chunks_total):
+        send_finalize(svc, scan_id)  # the earlier attempt may have died before triggering it
+    return False
+
+
+def _close_unpack(
+    svc: Services, scan_id: str, chunks: int, size: int, sha: str | None, reason: str | None, status: str
+) -> None:
+    if svc.scans.set_total(scan_id, chunks, size=size, sha256=sha or "", reason=reason, status=status):
+        send_finalize(svc, scan_id)
+
+
+# ------------------------------------------------------------------ stage 2: lookup
+def _chunk_records(svc: Services, message: dict[str, Any]) -> list[FileRecord]:
+    raw = message.get("records")
+    if raw is None:
+        obj = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=message["records_key"])
+        raw = json.loads(gzip.decompress(obj["Body"].read()))
+    return [FileRecord.from_json(r) for r in raw]
+
+
+def lookup_chunk(svc: Services, message: dict[str, Any]) -> None:
+    """Classify one chunk's files by their digests and count the chunk done on the scan."""
+    started = time.perf_counter()
+    scan_id, seq = message["scan_id"], int(message["seq"])
+    records = _chunk_records(svc, message)
+    db = svc.upstream()
+    known = db.lookup(d for r in records if r.size for d in (r.sha256, r.kw, r.ws))
+    names = {p for info in known.values() for p in info.packages}
+    trust = {n: p.trust for n, p in db.packages(names).items()} if names else {}
+    files = []
+    for rec in records:
+        cls, refs = classify(rec, known, trust)
+        entry: dict[str, Any] = {
+            "path": rec.path,
+            "size": rec.size,
+            "sha256": rec.sha256,
+            "kind": rec.kind,
+            "class": cls.value if cls else None,
+        }
+        if refs:
+            entry["upstream"] = refs
+        if rec.unreadable:
+            entry["unreadable"] = rec.unreadable
+        files.append(entry)
+    result = {"files": files, "dynamodb": db.stats.as_dict(), "seconds": time.perf_counter() - started}
+    svc.s3.put_object(
+        Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq), Body=_gz_json(result)
+    )
+    if svc.scans.chunk_done(scan_id, seq):
+        send_finalize(svc, scan_id)
+
+
+# ------------------------------------------------------------------ stage 3: finalize
+def _exists(svc: Services, bucket: str, key: str) -> bool:
+    try:
+        svc.s3.head_object(Bucket=bucket, Key=key)
+    except svc.s3.exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    return True
+
+
+def _chunk_results(svc: Services, scan_id: str, total: int) -> Iterator[dict[str, Any]]:
+    for seq in range(total):
+        obj = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq))
+        yield json.loads(gzip.decompress(obj["Body"].read()))
+
+
+def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
+    """Merge the chunk results into the manifest; returns its key, None if another run wrote it."""
+    started = time.perf_counter()
+    scan = svc.scans.get(scan_id)
+    if scan is None:
+        raise LookupError(f"no scan {scan_id}")
+    key = manifest_key(scan.supplier, scan_id)
+    if _exists(svc, svc.settings.results_bucket, key) or not svc.scans.claim_finalize(scan_id, token):
+        return None
+    files: list[dict[str, Any]] = []
+    stats = CallStats()
+    lookup_seconds = 0.0
+    for result in _chunk_results(svc, scan_id, int(scan.chunks_total or 0)):
+        files.extend(result["files"])
+        stats.add(**result["dynamodb"])
+        lookup_seconds += result["seconds"]
+    db = svc.upstream()
+    names = {ref["package"] for f in files for ref in f.get("upstream", [])}
+    packages = db.packages(names) if names else {}
+    load = lru_cache(maxsize=64)(lambda p, v: load_release(svc.s3, svc.settings.upstream_bucket, p, v))
+    by_component: dict[str, list[dict[str, Any]]] = {}
+    for f in files:
+        by_component.setdefault(component_of(f["path"]), []).append(f)
+    components = [resolve_component(p, fs, packages, load) for p, fs in sorted(by_component.items())]
+    stats.add(**{k: v for k, v in db.stats.as_dict().items()})
+    status = scan.status if scan.status in ("rejected", "failed") else "complete"
+    manifest = build_manifest(
+        scan_id=scan_id,
+        supplier=scan.supplier,
+        source={
+            "bucket": scan.bucket,
+            "key": scan.key,
+            "size": int(scan.source_size or 0),
+            "sha256": scan.source_sha256 or None,
+            "etag": scan.etag,
+            "version_id": scan.version_id,
+            "metadata": dict(scan.metadata.as_dict()) if scan.metadata else {},
+        },
+        status=status,
+        reason=scan.reason,
+        files=files,
+        components=components,
+        stats={
+            "dynamodb": stats.as_dict(),
+            "chunks": int(scan.chunks_total or 0),
+            "seconds": {"lookup": round(lookup_seconds, 3), "finalize": round(time.perf_counter() - started, 3)},
+        },
+        created_at=scan.created_at,
+        finished_at=now(),
+    )
+    svc.s3.put_object(
+        Bucket=svc.settings.results_bucket,
+        Key=key,
+        Body=json.dumps(manifest, indent=1).encode(),
+        ContentType="application/json",
+    )
+    svc.scans.set_status(scan_id, status)
+    return key
+
+
+# ------------------------------------------------------------------ stage 4: notify
+def notify_manifest(svc: Services, bucket: str, key: str) -> str:
+    """Publish the summary of one manifest; returns the SNS message id."""
+    manifest = json.loads(svc.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    resp = svc.sns.publish(
+        TopicArn=svc.settings.topic_arn,
+        Subject=subject(manifest),
+        Message=body(manifest),
+        MessageAttributes=message_attributes(manifest),
+    )
+    return resp["MessageId"]
+
+
+# ------------------------------------------------------------------ ingest of upstream releases
+def parse_upstream_key(key: str) -> tuple[str, str] | None:
+    """``upstream/<package>/<version>/<file>``, or ``upstream/<file>`` named like ``busybox-1.35.0.tar.bz2``."""
+    if not key.startswith(UPSTREAM_PREFIX):
+        return None
+    parts = key[len(UPSTREAM_PREFIX) :].split("/")
+    if len(parts) >= 3 and parts[0] and parts[1]:
+        return parts[0], parts[1]
+    return parse_archive_name(parts[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    package: str
+    version: str
+    files: int
+    items_written: int
+    error: str | None = None
+
+
+def release_files(records: Iterable[FileRecord]) -> tuple[dict[str, str], list[FileDigests]]:
+    paths: dict[str, str] = {}
+    digests: list[FileDigests] = []
+    for rec in records:
+        paths[rec.path] = rec.sha256
+        digests.append(FileDigests(rec.sha256, rec.kw, rec.ws))
+    return paths, digests
+
+
+def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
+    """Hash an upstream release archive into the upstream table and its path list."""
+    head = svc.s3.head_object(Bucket=bucket, Key=key)
+    meta = head.get("Metadata", {})
+    parsed = parse_upstream_key(key)
+    package, version = meta.get("package") or (parsed or ("", ""))[0], meta.get("version") or (parsed or ("", ""))[1]
+    if not package or not version:
+        raise ValueError(f"cannot tell package and version of {key!r}: use upstream/<package>/<version>/<file>")
+    trust = Trust(meta["trust"]) if meta.get("trust") else None
+    body_stream = svc.s3.get_object(Bucket=bucket, Key=key)["Body"]
+    try:
+        paths, digests = release_files(walk(body_stream, key.rsplit("/", 1)[-1], emit_containers=True))
+    except ArchiveReadError as e:
+        logger.error("upstream archive unreadable", extra={"key": key, "reason": str(e)})
+        svc.s3.put_object(
+            Bucket=svc.settings.upstream_bucket,
+            Key=release_error_key(package, version),
+            Body=json.dumps({"key": key, "error": str(e)}).encode(),
+        )
+        return IngestResult(package, version, 0, 0, error=str(e))
+    save_release(svc.s3, svc.settings.upstream_bucket, Release(package, version, paths))
+    written = svc.upstream().add_release(package, version, digests, trust)
+    logger.info("ingested", extra={"package": package, "version": version, "files": len(paths), "items": written})
+    return IngestResult(package, version, len(paths), written)

@@ -1,0 +1,146 @@
+"""The scans table: one item per upload, counting its chunks so that exactly one stage finalises it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.models import Model
+
+
+class ScanItem(Model):
+    class Meta:
+        table_name = "scans"  # replaced per stack by bind()
+
+    scan_id = UnicodeAttribute(hash_key=True)
+    supplier = UnicodeAttribute()
+    bucket = UnicodeAttribute()
+    key = UnicodeAttribute()
+    etag = UnicodeAttribute(null=True)
+    version_id = UnicodeAttribute(null=True)
+    status = UnicodeAttribute(default="scanning")
+    reason = UnicodeAttribute(null=True)
+    source_size = NumberAttribute(null=True)
+    source_sha256 = UnicodeAttribute(null=True)
+    chunks_total = NumberAttribute(null=True)
+    chunks_done = NumberAttribute(default=0)
+    done_chunks = UnicodeSetAttribute(null=True)
+    metadata = MapAttribute[str, Any](null=True)  # the upload's x-amz-meta-* (declared components, arch)
+    created_at = UnicodeAttribute()
+    finalized_at = UnicodeAttribute(null=True)
+    finalizer = UnicodeAttribute(null=True)  # the finalize message that claimed the scan
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@cache
+def _bound(table: str, region: str, host: str | None) -> type[ScanItem]:
+    meta = type("Meta", (), {"table_name": table, "region": region, "host": host, "max_retry_attempts": 8})
+    return type("ScanItem", (ScanItem,), {"Meta": meta, "__module__": __name__})
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """The object a scan is about."""
+
+    bucket: str
+    key: str
+    etag: str | None
+    version_id: str | None
+    supplier: str
+    metadata: dict[str, str]
+
+
+class ScanStore:
+    def __init__(self, table: str, *, region: str, host: str | None = None) -> None:
+        self.model = _bound(table, region, host)
+
+    def get(self, scan_id: str) -> ScanItem | None:
+        try:
+            return self.model.get(scan_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+
+    def begin(self, scan_id: str, upload: Upload) -> ScanItem | None:
+        """Create the scan item; None when it already exists (a redelivered or repeated upload)."""
+        item = self.model(
+            scan_id,
+            supplier=upload.supplier,
+            bucket=upload.bucket,
+            key=upload.key,
+            etag=upload.etag,
+            version_id=upload.version_id,
+            metadata=upload.metadata or None,
+            created_at=now(),
+        )
+        try:
+            item.save(condition=self.model.scan_id.does_not_exist())
+        except PutError as e:
+            if e.cause_response_code == "ConditionalCheckFailedException":
+                return None
+            raise
+        return item
+
+    def set_total(
+        self, scan_id: str, total: int, *, size: int, sha256: str, reason: str | None, status: str
+    ) -> bool:
+        """Record the chunk count once unpack is done; True if every chunk was already counted."""
+        item = self.model(scan_id)
+        actions = [
+            self.model.chunks_total.set(total),
+            self.model.source_size.set(size),
+            self.model.source_sha256.set(sha256),
+            self.model.status.set(status),
+        ]
+        if reason:
+            actions.append(self.model.reason.set(reason))
+        item.update(actions=actions)
+        return int(item.chunks_done or 0) >= total
+
+    def chunk_done(self, scan_id: str, seq: int) -> bool:
+        """Count chunk ``seq`` once; True for the one call that counted the last chunk."""
+        item = self.model(scan_id)
+        tag = str(seq)
+        try:
+            item.update(
+                actions=[self.model.chunks_done.add(1), self.model.done_chunks.add({tag})],
+                condition=~self.model.done_chunks.contains(tag),
+            )
+        except UpdateError as e:
+            if e.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            # counted before (a retried message): its earlier run may have died before triggering
+            current = self.get(scan_id)
+            return bool(current and current.finalized_at is None and _all_done(current))
+        return _all_done(item)
+
+    def claim_finalize(self, scan_id: str, token: str) -> bool:
+        """True for exactly one finalize message (``token``), also when that message is redelivered."""
+        item = self.model(scan_id)
+        try:
+            item.update(
+                actions=[self.model.finalized_at.set(now()), self.model.finalizer.set(token)],
+                condition=self.model.finalized_at.does_not_exist() | (self.model.finalizer == token),
+            )
+        except UpdateError as e:
+            if e.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def set_status(self, scan_id: str, status: str, reason: str | None = None) -> None:
+        item = self.model(scan_id)
+        actions = [self.model.status.set(status)]
+        if reason:
+            actions.append(self.model.reason.set(reason))
+        item.update(actions=actions)
+
+
+def _all_done(item: ScanItem) -> bool:
+    return item.chunks_total is not None and int(item.chunks_done or 0) >= int(item.chunks_total)

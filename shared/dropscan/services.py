@@ -1,0 +1,72 @@
+"""The AWS resources one stage works with, bundled so that handlers build them once and pass them in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache, cached_property
+from typing import TYPE_CHECKING
+
+import boto3
+from botocore.config import Config
+
+from dropscan.scans import ScanStore
+from dropscan.settings import Settings, get_settings
+from dropscan.settings import reset as settings_reset
+from dropscan.upstream_db import UpstreamDB
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
+
+# Lambda's default pool of 10 connections would cap the concurrent batch calls.
+_CONFIG = Config(max_pool_connections=32, retries={"mode": "standard", "max_attempts": 6})
+
+
+@dataclass
+class Services:
+    settings: Settings
+    session: boto3.session.Session | None = None
+
+    def _client(self, name: str) -> object:
+        session = self.session or boto3.session.Session()
+        return session.client(  # type: ignore[call-overload]
+            name, region_name=self.settings.region, endpoint_url=self.settings.endpoint_url, config=_CONFIG
+        )
+
+    @cached_property
+    def s3(self) -> S3Client:
+        return self._client("s3")  # type: ignore[return-value]
+
+    @cached_property
+    def sqs(self) -> SQSClient:
+        return self._client("sqs")  # type: ignore[return-value]
+
+    @cached_property
+    def sns(self) -> SNSClient:
+        return self._client("sns")  # type: ignore[return-value]
+
+    @cached_property
+    def dynamodb(self) -> DynamoDBClient:
+        return self._client("dynamodb")  # type: ignore[return-value]
+
+    @cached_property
+    def scans(self) -> ScanStore:
+        return ScanStore(self.settings.scans_table, region=self.settings.region, host=self.settings.endpoint_url)
+
+    def upstream(self) -> UpstreamDB:
+        """A fresh view of the upstream table, with its own call counts."""
+        return UpstreamDB(self.dynamodb, self.settings.upstream_table)
+
+
+@cache
+def current_services() -> Services:
+    """The handlers' services, built from the environment on first use (never at import time)."""
+    return Services(get_settings())
+
+
+def reset() -> None:
+    """Forget cached settings and clients (the local stack calls this after it sets the environment)."""
+    settings_reset()
+    current_services.cache_clear()

@@ -1,0 +1,67 @@
+"""Typed settings of the deployed functions, read once from the environment the template sets."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    drops_bucket: str
+    results_bucket: str
+    upstream_bucket: str
+    upstream_table: str
+    scans_table: str
+    chunk_queue_url: str
+    finalize_queue_url: str
+    topic_arn: str
+    chunk_size: int = 1000
+    max_nesting_depth: int = 8
+    region: str = "us-east-1"
+    endpoint_url: str | None = None
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        e = dict(os.environ if env is None else env)
+        missing = [k for k in _REQUIRED if not e.get(k)]
+        if missing:
+            raise RuntimeError(f"missing environment variables: {', '.join(missing)}")
+        return cls(
+            drops_bucket=e["DROPS_BUCKET"],
+            results_bucket=e["RESULTS_BUCKET"],
+            upstream_bucket=e["UPSTREAM_BUCKET"],
+            upstream_table=e["UPSTREAM_TABLE"],
+            scans_table=e["SCANS_TABLE"],
+            chunk_queue_url=e["CHUNK_QUEUE_URL"],
+            finalize_queue_url=e["FINALIZE_QUEUE_URL"],
+            topic_arn=e["TOPIC_ARN"],
+            chunk_size=int(e.get("CHUNK_SIZE", "1000")),
+            max_nesting_depth=int(e.get("MAX_NESTING_DEPTH", "8")),
+            region=e.get("AWS_REGION") or e.get("AWS_DEFAULT_REGION") or "us-east-1",
+            endpoint_url=e.get("AWS_ENDPOINT_URL") or None,
+        )
+
+
+_REQUIRED = (
+    "DROPS_BUCKET",
+    "RESULTS_BUCKET",
+    "UPSTREAM_BUCKET",
+    "UPSTREAM_TABLE",
+    "SCANS_TABLE",
+    "CHUNK_QUEUE_URL",
+    "FINALIZE_QUEUE_URL",
+    "TOPIC_ARN",
+)
+
+
+@cache
+def get_settings() -> Settings:
+    """The handlers' settings; built on first use, not at import time."""
+    return Settings.from_env()
+
+
+def reset() -> None:
+    """Forget cached settings (the local stack calls this after it sets the environment)."""
+    get_settings.cache_clear()

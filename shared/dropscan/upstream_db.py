@@ -1,0 +1,213 @@
+"""The upstream-hash database: digest items and package items in one DynamoDB table.
+
+A digest item (``pk`` = hex SHA-256) says which normalised forms produced the digest (``raw``, ``kw``,
+``ws``) and, per package, the lowest and highest release holding it: bounded whatever the number of
+releases. Exact membership lives in the per-release path lists (``releases``). A package item
+(``pk`` = ``package#<name>``) holds the package's trust and its ingested versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pynamodb.attributes import MapAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.models import Model
+
+from dropscan.dynamo import BatchTable, CallStats
+from dropscan.models import Trust
+from dropscan.releases import version_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+PACKAGE_PREFIX = "package#"
+FORMS = ("raw", "kw", "ws")
+
+
+class DigestItem(Model):
+    class Meta:
+        table_name = "upstream"  # never used for I/O: batches go through BatchTable
+
+    pk = UnicodeAttribute(hash_key=True)
+    forms = UnicodeSetAttribute()
+    pkgs = MapAttribute[str, Any]()  # package -> {"lo": version, "hi": version}
+    kw = UnicodeAttribute(null=True)  # on raw items, where the kw digest differs from the raw one
+    ws = UnicodeAttribute(null=True)
+
+
+class PackageItem(Model):
+    class Meta:
+        table_name = "upstream"
+
+    pk = UnicodeAttribute(hash_key=True)
+    name = UnicodeAttribute()
+    trust = UnicodeAttribute(default=Trust.HIGH.value)
+    versions = UnicodeSetAttribute(null=True)
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    lo: str
+    hi: str
+
+    def widen(self, version: str) -> VersionRange:
+        return VersionRange(min(self.lo, version, key=version_key), max(self.hi, version, key=version_key))
+
+    def as_list(self) -> list[str]:
+        return [self.lo] if self.lo == self.hi else [self.lo, self.hi]
+
+
+@dataclass(frozen=True, slots=True)
+class DigestInfo:
+    """What the database knows of one digest."""
+
+    forms: frozenset[str]
+    packages: Mapping[str, VersionRange]
+
+
+@dataclass(frozen=True, slots=True)
+class PackageInfo:
+    name: str
+    trust: Trust
+    versions: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FileDigests:
+    """The three digests of one upstream file."""
+
+    sha256: str
+    kw: str
+    ws: str
+
+
+def _digest_from_raw(raw: dict[str, Any]) -> tuple[str, DigestInfo]:
+    item = DigestItem.from_raw_data(raw)
+    pkgs = item.pkgs.as_dict() if item.pkgs is not None else {}
+    return item.pk, DigestInfo(
+        forms=frozenset(item.forms or ()),
+        packages={p: VersionRange(str(r["lo"]), str(r["hi"])) for p, r in pkgs.items()},
+    )
+
+
+def _package_from_raw(raw: dict[str, Any]) -> PackageInfo:
+    item = PackageItem.from_raw_data(raw)
+    return PackageInfo(item.name, Trust(item.trust), tuple(sorted(item.versions or (), key=version_key)))
+
+
+def release_entries(files: Iterable[FileDigests]) -> dict[str, dict[str, Any]]:
+    """digest -> {"forms": set, "kw": .., "ws": ..} for the files of one release."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in files:
+        raw = out.setdefault(f.sha256, {"forms": set()})
+        raw["forms"].add("raw")
+        if f.kw != f.sha256:
+            raw["kw"] = f.kw
+        if f.ws != f.sha256:
+            raw["ws"] = f.ws
+        out.setdefault(f.kw, {"forms": set()})["forms"].add("kw")
+        out.setdefault(f.ws, {"forms": set()})["forms"].add("ws")
+    return out
+
+
+class UpstreamDB:
+    """Everything the stages ask of the upstream table, and nothing about how DynamoDB does it."""
+
+    def __init__(
+        self, client: DynamoDBClient, table: str, *, concurrency: int = 4, stats: CallStats | None = None
+    ) -> None:
+        self.client = client
+        self.table = table
+        self.batch = BatchTable(client, table, concurrency=concurrency, stats=stats)
+
+    @property
+    def stats(self) -> CallStats:
+        return self.batch.stats
+
+    # -------------------------------------------------------------- reads
+    def lookup(self, digests: Iterable[str]) -> dict[str, DigestInfo]:
+        """The known digests among ``digests`` (deduplicated: one key per digest, 100 a call)."""
+        keys = [{"pk": {"S": d}} for d in sorted(set(digests))]
+        return dict(_digest_from_raw(raw) for raw in self.batch.get_many(keys))
+
+    def packages(self, names: Iterable[str] | None = None) -> dict[str, PackageInfo]:
+        """Package items by name: the named ones, or all of them."""
+        if names is None:
+            raws: list[dict[str, Any]] = []
+            kwargs: dict[str, Any] = {
+                "TableName": self.table,
+                "FilterExpression": "begins_with(pk, :p)",
+                "ExpressionAttributeValues": {":p": {"S": PACKAGE_PREFIX}},
+            }
+            while True:
+                resp = self.client.scan(**kwargs)
+                raws.extend(resp.get("Items", []))
+                if "LastEvaluatedKey" not in resp:
+                    break
+                kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        else:
+            raws = self.batch.get_many([{"pk": {"S": PACKAGE_PREFIX + n}} for n in sorted(set(names))])
+        infos = [_package_from_raw(r) for r in raws]
+        return {p.name: p for p in infos}
+
+    def is_known(self, sha256: str) -> bool:
+        resp = self.client.get_item(TableName=self.table, Key={"pk": {"S": sha256}}, ProjectionExpression="forms")
+        return "raw" in {v for v in resp.get("Item", {}).get("forms", {}).get("SS", [])}
+
+    # -------------------------------------------------------------- writes
+    def add_release(
+        self, package: str, version: str, files: Iterable[FileDigests], trust: Trust | None = None
+    ) -> int:
+        """Merge one release's digests into the table; returns how many items were written.
+
+        Idempotent: items already holding the release (forms and range) are not rewritten.
+        ``trust`` sets the package's trust; None keeps it (``high`` for a new package).
+        """
+        entries = release_entries(files)
+        existing = self.lookup(entries)
+        changed: list[dict[str, Any]] = []
+        for digest, entry in entries.items():
+            old = existing.get(digest)
+            forms = set(entry["forms"]) | (set(old.forms) if old else set())
+            ranges = dict(old.packages) if old else {}
+            prev = ranges.get(package)
+            ranges[package] = prev.widen(version) if prev else VersionRange(version, version)
+            if old and forms == old.forms and ranges == dict(old.packages):
+                continue
+            item = DigestItem(
+                digest,
+                forms=forms,
+                pkgs={p: {"lo": r.lo, "hi": r.hi} for p, r in sorted(ranges.items())},
+                kw=entry.get("kw"),
+                ws=entry.get("ws"),
+            )
+            changed.append(item.serialize())
+        self.batch.put_many(changed)
+        self._register(package, version, trust)
+        return len(changed)
+
+    def _register(self, package: str, version: str, trust: Trust | None) -> None:
+        # ADD on a string set is idempotent, so a re-ingest leaves the item as it was
+        trust_expr = "trust = :t" if trust else "trust = if_not_exists(trust, :t)"
+        self.client.update_item(
+            TableName=self.table,
+            Key={"pk": {"S": PACKAGE_PREFIX + package}},
+            UpdateExpression=f"SET #n = :n, {trust_expr} ADD versions :v",
+            ExpressionAttributeNames={"#n": "name"},
+            ExpressionAttributeValues={
+                ":n": {"S": package},
+                ":t": {"S": (trust or Trust.HIGH).value},
+                ":v": {"SS": [version]},
+            },
+        )
+
+    def set_trust(self, package: str, trust: Trust) -> None:
+        self.client.update_item(
+            TableName=self.table,
+            Key={"pk": {"S": PACKAGE_PREFIX + package}},
+            UpdateExpression="SET #n = :n, trust = :t",
+            ExpressionAttributeNames={"#n": "name"},
+            ExpressionAttributeValues={":n": {"S": package}, ":t": {"S": trust.value}},
+        )
