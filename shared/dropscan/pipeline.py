@@ -27,7 +27,7 @@ from dropscan.services import Services
 from dropscan.summary import body, message_attributes, subject
 from dropscan.upstream_db import FileDigests
 
-logger = Logger(child=True)
+logger = Logger(service="dropscan", child=True)
 
 DROP_PREFIX = "drops/"
 UPSTREAM_PREFIX = "upstream/"

@@ -9,7 +9,9 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
 from types import ModuleType
 from typing import IO, Any
@@ -110,7 +112,8 @@ class Dispatcher:
         failed: set[str] = set()
         error = None
         try:
-            result = self._handlers[fn.logical_id](event, context)
+            with self._quiet():
+                result = self._handlers[fn.logical_id](event, context)
             if mapping.report_batch_item_failures and isinstance(result, dict):
                 failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
         except Exception:  # a crashed invocation: Lambda leaves the whole batch for redelivery
@@ -127,6 +130,16 @@ class Dispatcher:
         # failed messages stay invisible until the queue's visibility timeout, then the redrive policy applies
         self.history.append(Delivery(fn.logical_id, len(messages), len(failed), error))
         return len(messages)
+
+    @contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """Metrics (EMF) and warnings go where the logs go, not onto the CLI's stdout."""
+        if self.log_stream is None:
+            yield
+            return
+        with redirect_stdout(self.log_stream), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
 
     @staticmethod
     def _record(m: dict[str, Any], mapping: EventSourceMapping) -> dict[str, Any]:

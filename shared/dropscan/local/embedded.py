@@ -94,6 +94,11 @@ class EmbeddedStack:
     names: StackNames
 
 
+#: one process runs the functions one after another, so a redelivery can never overlap its first run;
+#: short timeouts let a crashed invocation's messages come back in seconds rather than minutes
+LOCAL_PARAMETERS = {"QueueVisibilityTimeout": "30", "StageVisibilityTimeout": "10", "FunctionTimeout": "30"}
+
+
 @contextmanager
 def embedded(
     *, parameters: dict[str, str] | None = None, log_stream: IO[str] | None = None
@@ -109,7 +114,7 @@ def embedded(
     try:
         with mock_aws():
             session = boto3.session.Session(region_name=REGION)
-            stack = deploy(session, parameters=parameters)
+            stack = deploy(session, parameters={**LOCAL_PARAMETERS, **(parameters or {})})
             dispatcher = Dispatcher(stack, session.client("sqs"), log_stream=log_stream)
             names = StackNames.from_outputs(stack.outputs)
             mailbox = Mailbox.subscribe(session, names.topic_arn, f"{stack.name}-mailbox")

@@ -1,0 +1,50 @@
+# dropscan: every target sets up what it needs on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+CASES_DIR ?= $(CURDIR)/.cache/cases
+CASES_SRC ?= $(firstword $(wildcard $(CURDIR)/../shared/cases /work/shared/cases))
+DEMO_SDISTS := docutils==0.19 docutils==0.20.1 docutils==0.21.2 requests==2.31.0
+
+.PHONY: install demo test lint format cases bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+# Real upstream data: released sdists from PyPI (fetched once into .cache/demo).
+demo: install
+	@mkdir -p .cache/demo
+	@for s in $(DEMO_SDISTS); do \
+	  f=.cache/demo/$$(echo $$s | sed 's/==/-/').tar.gz; \
+	  [ -f $$f ] || $(BIN)/pip download -q --disable-pip-version-check --no-deps --no-binary :all: -d .cache/demo $$s; \
+	done
+	$(BIN)/dropscan demo --cache .cache/demo --out demo-out
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy shared/dropscan functions tests
+	$(BIN)/cfn-lint template.yaml
+
+test: lint
+	DROPSCAN_CASES_DIR=$(CASES_DIR) DROPSCAN_CASES_SRC=$(CASES_SRC) $(BIN)/pytest -q
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# The acceptance case: BusyBox 1.35.0 and Debian's patch series (Debian's source archive).
+cases:
+	@[ -n "$(CASES_SRC)" ] || { echo "no ../shared/cases beside the checkout"; exit 1; }
+	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) busybox
+
+bench: install
+	$(BIN)/python -m dropscan.bench --out bench-out
+
+clean:
+	rm -rf $(VENV) demo-out bench-out .pytest_cache .mypy_cache .ruff_cache
