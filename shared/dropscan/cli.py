@@ -41,7 +41,9 @@ def parse_upstream(text: str) -> UpstreamArg:
     else:
         parsed = parse_archive_name(archive.name)
         if parsed is None:
-            raise UsageError(f"--upstream {text!r}: cannot tell package and version; use PACKAGE@VERSION=ARCHIVE")
+            raise UsageError(
+                f"--upstream {text!r}: cannot tell package and version; use PACKAGE@VERSION=ARCHIVE"
+            )
         package, version = parsed
     if not archive.is_file():
         raise UsageError(f"--upstream {text!r}: no such file {archive}")
@@ -82,14 +84,18 @@ def cmd_scan(a: argparse.Namespace) -> int:
     with _stack(a) as (client, mailbox):
         for u in upstreams:
             with status(f"ingesting {u.package} {u.version} from {u.archive.name}…"):
-                client.ingest(u.archive, u.package, u.version, trust=Trust.LOW if u.package in a.low_trust else None)
+                client.ingest(
+                    u.archive, u.package, u.version, trust=Trust.LOW if u.package in a.low_trust else None
+                )
         for p in a.low_trust:
             client.db.set_trust(p, Trust.LOW)
         with status(f"scanning {drop.name}…"):
             key, scan_id = client.upload_drop(drop, a.supplier, metadata=metadata)
             manifest = client.wait_manifest(a.supplier, scan_id, timeout=a.timeout)
         if manifest is None:
-            print(f"dropscan: no manifest for {key} within {a.timeout:.0f} s (scan {scan_id})", file=sys.stderr)
+            print(
+                f"dropscan: no manifest for {key} within {a.timeout:.0f} s (scan {scan_id})", file=sys.stderr
+            )
             return 1
         if mailbox is not None:
             with status("waiting for the notification…"):
@@ -159,13 +165,19 @@ def cmd_ingest(a: argparse.Namespace) -> int:
     if not (package and version):
         parsed = parse_archive_name(archive.name)
         if parsed is None:
-            raise UsageError(f"cannot tell package and version from {archive.name}: give --package and --version")
+            raise UsageError(
+                f"cannot tell package and version from {archive.name}: give --package and --version"
+            )
         package, version = package or parsed[0], version or parsed[1]
     with _stack(a) as (client, _):
         with _progress(a.quiet)(f"ingesting {package} {version}…"):
             client.ingest(archive, package, version, trust=Trust(a.trust) if a.trust else None)
         info = client.db.packages([package])[package]
-    print(json.dumps({"package": package, "version": version, "trust": info.trust.value, "versions": info.versions}))
+    print(
+        json.dumps(
+            {"package": package, "version": version, "trust": info.trust.value, "versions": info.versions}
+        )
+    )
     return 0
 
 
@@ -186,13 +198,19 @@ def cmd_demo(a: argparse.Namespace) -> int:
 def _add_target(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--endpoint-url", help="use a running `dropscan up` at this URL")
-    g.add_argument("--stack", help="use the deployed stack of this name (names from its CloudFormation outputs)")
-    p.add_argument("--data-dir", default=str(default_data_dir()), help="where the embedded stack keeps its data")
+    g.add_argument(
+        "--stack", help="use the deployed stack of this name (names from its CloudFormation outputs)"
+    )
+    p.add_argument(
+        "--data-dir", default=str(default_data_dir()), help="where the embedded stack keeps its data"
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="dropscan", description="Audit source drops against trusted upstream releases.")
+    ap = argparse.ArgumentParser(
+        prog="dropscan", description="Audit source drops against trusted upstream releases."
+    )
     ap.add_argument("--version", action="version", version=f"dropscan {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 

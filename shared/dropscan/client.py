@@ -53,7 +53,9 @@ class StackNames:
         )
 
     @classmethod
-    def from_stack(cls, session: boto3.session.Session, stack: str, endpoint_url: str | None = None) -> StackNames:
+    def from_stack(
+        cls, session: boto3.session.Session, stack: str, endpoint_url: str | None = None
+    ) -> StackNames:
         cfn = session.client("cloudformation", endpoint_url=endpoint_url)
         outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
         return cls.from_outputs({o["OutputKey"]: o["OutputValue"] for o in outputs})
@@ -110,7 +112,9 @@ class Client:
             raise IngestFailed(f"{package}@{version}: {json.loads(body)['error']}")
         assert self._exists(self.names.upstream_bucket, release_key(package, version))
 
-    def upload_drop(self, drop: Path, supplier: str, *, metadata: dict[str, str] | None = None) -> tuple[str, str]:
+    def upload_drop(
+        self, drop: Path, supplier: str, *, metadata: dict[str, str] | None = None
+    ) -> tuple[str, str]:
         """Upload to drops/<supplier>/<name>; returns (key, scan id)."""
         key = f"drops/{supplier}/{drop.name}"
         self.s3.upload_file(str(drop), self.names.drops_bucket, key, ExtraArgs={"Metadata": metadata or {}})

@@ -23,9 +23,9 @@ def _members(archive: Path) -> dict[str, bytes]:
     return out
 
 
-def _pack(files: dict[str, bytes], compress: str = "gz") -> bytes:
+def _pack(files: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode=f"w:{compress}", format=tarfile.PAX_FORMAT) as tf:
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
         for path in sorted(files):
             info = tarfile.TarInfo(path)
             info.size, info.mtime, info.mode = len(files[path]), 1_700_000_000, 0o644
@@ -47,7 +47,9 @@ def build_demo_drop(cache: Path, out: Path) -> tuple[Path, list[str]]:
     text = sorted(p for p, b in docutils.items() if b and b"\0" not in b[:8192])
     keyworded = [p for p in text if _KW.search(docutils[p])]
     for p in rng.sample(keyworded, 3):  # the vendor's Perforce re-expanded the keywords
-        docutils[p] = _KW.sub(b"$Id: //depot/acme/sdk/docutils/" + p.rsplit("/", 1)[-1].encode() + b"#7 $", docutils[p])
+        docutils[p] = _KW.sub(
+            b"$Id: //depot/acme/sdk/docutils/" + p.rsplit("/", 1)[-1].encode() + b"#7 $", docutils[p]
+        )
     plain = [p for p in text if p not in keyworded and p.endswith(".py")]
     for p in rng.sample(plain, 2):
         docutils[p] = docutils[p].replace(b"\n", b"\r\n")
@@ -55,7 +57,9 @@ def build_demo_drop(cache: Path, out: Path) -> tuple[Path, list[str]]:
         docutils[p] += b"\n# acme: tuned for the AC-1200 router\n"
     for p in rng.sample([p for p in plain if p.endswith("__init__.py") is False], 2):
         del docutils[p]
-    docutils["docutils-0.21.2-acme/acme/board.py"] = b"# Copyright (c) 2024 Acme Router Inc.\nBOARD = 'AC-1200'\n"
+    docutils["docutils-0.21.2-acme/acme/board.py"] = (
+        b"# Copyright (c) 2024 Acme Router Inc.\nBOARD = 'AC-1200'\n"
+    )
     docutils["docutils-0.21.2-acme/acme/fastcrc.c"] = (
         b"/* Fast CRC. Permission granted for non-commercial use only. */\nunsigned crc(void) { return 0; }\n"
     )

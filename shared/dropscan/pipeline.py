@@ -134,7 +134,9 @@ class ChunkSender:
 
 
 def send_finalize(svc: Services, scan_id: str) -> None:
-    svc.sqs.send_message(QueueUrl=svc.settings.finalize_queue_url, MessageBody=json.dumps({"scan_id": scan_id}))
+    svc.sqs.send_message(
+        QueueUrl=svc.settings.finalize_queue_url, MessageBody=json.dumps({"scan_id": scan_id})
+    )
 
 
 # ------------------------------------------------------------------ stage 1: unpack
@@ -156,28 +158,35 @@ def unpack_upload(svc: Services, bucket: str, key: str) -> str | None:
         logger.info("duplicate upload event", extra={"scan_id": scan_id})
         return None
     logger.append_keys(scan_id=scan_id, supplier=upload.supplier)
-    if parsed is None:
-        reason = f"upload key {key!r} is not under drops/<supplier>/<name>"
-        _close_unpack(svc, scan_id, 0, int(head.get("ContentLength", 0)), None, reason, "rejected")
+    size = int(head.get("ContentLength", 0))
+    if parsed is None or size == 0:
+        why = "empty upload" if parsed else f"upload key {key!r} is not under drops/<supplier>/<name>"
+        _close_unpack(
+            svc, scan_id, 0, size, hashlib.sha256().hexdigest() if not size else None, why, "rejected"
+        )
         return scan_id
+    _hash_into_chunks(svc, scan_id, bucket, key, parsed[1].rsplit("/", 1)[-1])
+    return scan_id
 
+
+def _hash_into_chunks(svc: Services, scan_id: str, bucket: str, key: str, name: str) -> None:
+    """Stream the upload through the archive walker into chunks; then record how many there are."""
     reader = HashingReader(svc.s3.get_object(Bucket=bucket, Key=key)["Body"])
     sender = ChunkSender(svc, scan_id, svc.settings.chunk_size)
-    reason, status = None, "scanning"
+    reason: str | None = None
+    status = "scanning"
     is_known = lru_cache(maxsize=None)(svc.upstream().is_known)
     try:
-        for rec in walk(reader, parsed[1].rsplit("/", 1)[-1], is_known=is_known,
-                        max_depth=svc.settings.max_nesting_depth):
+        for rec in walk(reader, name, is_known=is_known, max_depth=svc.settings.max_nesting_depth):
             sender.add(rec)
     except ArchiveReadError as e:
         reason, status = f"archive is corrupt or truncated after {sender.files} files: {e}", "failed"
     sender.flush()
     reader.drain()
     if sender.files == 0 and status == "scanning":
-        reason, status = ("empty upload" if reader.size == 0 else "archive holds no files"), "rejected"
+        reason, status = "archive holds no files", "rejected"
     _close_unpack(svc, scan_id, sender.chunks, reader.size, reader.hexdigest(), reason, status)
     logger.info("unpacked", extra={"files": sender.files, "chunks": sender.chunks, "bytes": reader.size})
-    return scan_id
 
 
 def _resume(svc: Services, scan_id: str) -> bool:
@@ -302,7 +311,10 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
         stats={
             "dynamodb": stats.as_dict(),
             "chunks": int(scan.chunks_total or 0),
-            "seconds": {"lookup": round(lookup_seconds, 3), "finalize": round(time.perf_counter() - started, 3)},
+            "seconds": {
+                "lookup": round(lookup_seconds, 3),
+                "finalize": round(time.perf_counter() - started, 3),
+            },
         },
         created_at=scan.created_at,
         finished_at=now(),
@@ -332,7 +344,7 @@ def notify_manifest(svc: Services, bucket: str, key: str) -> str:
 
 # ------------------------------------------------------------------ ingest of upstream releases
 def parse_upstream_key(key: str) -> tuple[str, str] | None:
-    """``upstream/<package>/<version>/<file>``, or ``upstream/<file>`` named like ``busybox-1.35.0.tar.bz2``."""
+    """``upstream/<package>/<version>/<file>``, or ``upstream/<file>`` named like ``foo-1.0.tar.gz``."""
     if not key.startswith(UPSTREAM_PREFIX):
         return None
     parts = key[len(UPSTREAM_PREFIX) :].split("/")
@@ -364,9 +376,14 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
     head = svc.s3.head_object(Bucket=bucket, Key=key)
     meta = head.get("Metadata", {})
     parsed = parse_upstream_key(key)
-    package, version = meta.get("package") or (parsed or ("", ""))[0], meta.get("version") or (parsed or ("", ""))[1]
+    package, version = (
+        meta.get("package") or (parsed or ("", ""))[0],
+        meta.get("version") or (parsed or ("", ""))[1],
+    )
     if not package or not version:
-        raise ValueError(f"cannot tell package and version of {key!r}: use upstream/<package>/<version>/<file>")
+        raise ValueError(
+            f"cannot tell package and version of {key!r}: use upstream/<package>/<version>/<file>"
+        )
     trust = Trust(meta["trust"]) if meta.get("trust") else None
     body_stream = svc.s3.get_object(Bucket=bucket, Key=key)["Body"]
     try:
@@ -381,5 +398,7 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
         return IngestResult(package, version, 0, 0, error=str(e))
     save_release(svc.s3, svc.settings.upstream_bucket, Release(package, version, paths))
     written = svc.upstream().add_release(package, version, digests, trust)
-    logger.info("ingested", extra={"package": package, "version": version, "files": len(paths), "items": written})
+    logger.info(
+        "ingested", extra={"package": package, "version": version, "files": len(paths), "items": written}
+    )
     return IngestResult(package, version, len(paths), written)

@@ -9,6 +9,7 @@ from typing import Any
 
 from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
 
@@ -92,7 +93,7 @@ class ScanStore:
     ) -> bool:
         """Record the chunk count once unpack is done; True if every chunk was already counted."""
         item = self.model(scan_id)
-        actions = [
+        actions: list[Action] = [
             self.model.chunks_total.set(total),
             self.model.source_size.set(size),
             self.model.source_sha256.set(sha256),
@@ -136,7 +137,7 @@ class ScanStore:
 
     def set_status(self, scan_id: str, status: str, reason: str | None = None) -> None:
         item = self.model(scan_id)
-        actions = [self.model.status.set(status)]
+        actions: list[Action] = [self.model.status.set(status)]
         if reason:
             actions.append(self.model.reason.set(reason))
         item.update(actions=actions)

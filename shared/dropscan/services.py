@@ -53,7 +53,9 @@ class Services:
 
     @cached_property
     def scans(self) -> ScanStore:
-        return ScanStore(self.settings.scans_table, region=self.settings.region, host=self.settings.endpoint_url)
+        return ScanStore(
+            self.settings.scans_table, region=self.settings.region, host=self.settings.endpoint_url
+        )
 
     def upstream(self) -> UpstreamDB:
         """A fresh view of the upstream table, with its own call counts."""

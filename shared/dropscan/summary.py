@@ -34,7 +34,11 @@ def component_line(c: Mapping[str, Any]) -> str:
     """``u-boot 2023.01 — 19,278 files, 99.2 % identical, 14 VCS-only, ... 3 upstream files missing``."""
     classes = c["classes"]
     nonempty = max(1, c["files"] - classes.get("empty", 0))
-    name = f"{c['package']} {c['version']}" if c["identified"] else f"{c['prefix'] or '(top level)'} unidentified"
+    name = (
+        f"{c['package']} {c['version']}"
+        if c["identified"]
+        else f"{c['prefix'] or '(top level)'} unidentified"
+    )
     parts = [f"{c['files']:,} files", f"{100.0 * classes.get('identical', 0) / nonempty:.1f} % identical"]
     parts += [f"{classes[k]:,} {label}" for k, label in _LABELS if classes.get(k)]
     if c["missing"]:

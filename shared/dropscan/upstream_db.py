@@ -153,7 +153,9 @@ class UpstreamDB:
         return {p.name: p for p in infos}
 
     def is_known(self, sha256: str) -> bool:
-        resp = self.client.get_item(TableName=self.table, Key={"pk": {"S": sha256}}, ProjectionExpression="forms")
+        resp = self.client.get_item(
+            TableName=self.table, Key={"pk": {"S": sha256}}, ProjectionExpression="forms"
+        )
         return "raw" in {v for v in resp.get("Item", {}).get("forms", {}).get("SS", [])}
 
     # -------------------------------------------------------------- writes

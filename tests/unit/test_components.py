@@ -12,7 +12,14 @@ from dropscan.upstream_db import PackageInfo
 
 def files_of(tree: dict[str, str], cls: str | None = "identical", pkg: str = "foo") -> list[dict[str, Any]]:
     return [
-        {"path": p, "size": 1, "sha256": d, "kind": "text", "class": cls, "upstream": [{"package": pkg, "versions": ["1.0", "1.2"]}]}
+        {
+            "path": p,
+            "size": 1,
+            "sha256": d,
+            "kind": "text",
+            "class": cls,
+            "upstream": [{"package": pkg, "versions": ["1.0", "1.2"]}],
+        }
         for p, d in tree.items()
     ]
 

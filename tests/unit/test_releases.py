@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from dropscan.releases import parse_archive_name, version_key
 
 

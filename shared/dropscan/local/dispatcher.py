@@ -78,12 +78,18 @@ class Dispatcher:
         os.environ.update(stack.environment())
         reset_services()
         self._handlers = {m.function.logical_id: load_handler(m.function) for m in stack.mappings}
+        self._saved_streams: list[tuple[logging.StreamHandler[Any], IO[str]]] = []
         if log_stream is not None:
             # Powertools loggers write to the stdout they saw at import; the CLI keeps stdout for results
-            for name in ("dropscan", os.environ.get("POWERTOOLS_SERVICE_NAME", "dropscan")):
-                for h in logging.getLogger(name).handlers:
-                    if isinstance(h, logging.StreamHandler):
-                        h.setStream(log_stream)
+            for h in logging.getLogger(os.environ.get("POWERTOOLS_SERVICE_NAME", "dropscan")).handlers:
+                if isinstance(h, logging.StreamHandler):
+                    self._saved_streams.append((h, h.setStream(log_stream) or sys.stdout))
+
+    def close(self) -> None:
+        """Give the loggers their streams back (the log file is about to close)."""
+        for handler, stream in self._saved_streams:
+            handler.setStream(stream)
+        self._saved_streams.clear()
 
     def poll_once(self) -> int:
         """One receive on every mapped queue, in flow order; returns how many messages were delivered."""
@@ -185,6 +191,8 @@ class Dispatcher:
                 QueueUrl=m.queue_url,
                 AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
             )["Attributes"]
-            if int(attrs["ApproximateNumberOfMessages"]) or int(attrs["ApproximateNumberOfMessagesNotVisible"]):
+            if int(attrs["ApproximateNumberOfMessages"]) or int(
+                attrs["ApproximateNumberOfMessagesNotVisible"]
+            ):
                 return False
         return True

@@ -68,7 +68,9 @@ class Mailbox:
         """New notifications since the last call."""
         new: list[Notification] = []
         while True:
-            msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get(
+                "Messages", []
+            )
             if not msgs:
                 break
             for m in msgs:
@@ -119,7 +121,10 @@ def embedded(
             names = StackNames.from_outputs(stack.outputs)
             mailbox = Mailbox.subscribe(session, names.topic_arn, f"{stack.name}-mailbox")
             client = Client(session, names, pump=lambda done, t: dispatcher.run_until(done, timeout=t))
-            yield EmbeddedStack(session, stack, dispatcher, mailbox, client, names)
+            try:
+                yield EmbeddedStack(session, stack, dispatcher, mailbox, client, names)
+            finally:
+                dispatcher.close()
     finally:
         os.environ.clear()
         os.environ.update(saved)

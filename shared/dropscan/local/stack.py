@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 import os
@@ -80,13 +79,7 @@ class Translation:
 def translate(root: Path, parameters: dict[str, str] | None = None) -> Translation:
     """template.yaml -> plain CloudFormation that moto can create, plus what moto would drop."""
     sam = yaml_parse((root / "template.yaml").read_text())
-    code_dirs: dict[str, Path] = {}
-    for name, res in sam["Resources"].items():
-        props = res.get("Properties", {})
-        for attr in ("CodeUri", "ContentUri"):
-            if isinstance(props.get(attr), str) and not props[attr].startswith("s3://"):
-                code_dirs[name] = root / props[attr]
-                props[attr] = f"s3://{ARTIFACT_BUCKET}/{name}.zip"
+    code_dirs = _point_code_at_artifacts(sam, root)
 
     class _NoManagedPolicies:
         def load(self) -> dict[str, str]:
@@ -94,6 +87,28 @@ def translate(root: Path, parameters: dict[str, str] | None = None) -> Translati
 
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     cfn = transform(sam, dict(parameters or {}), _NoManagedPolicies())
+    notifications, policies = _set_aside_what_moto_lacks(cfn)
+    # the layer's logical id carries a content hash: point it at the artifact of its SAM resource
+    for name, res in cfn["Resources"].items():
+        base = next((n for n in code_dirs if name.startswith(n)), None)
+        if res["Type"] == "AWS::Lambda::LayerVersion" and base:
+            res["Properties"]["Content"] = {"S3Bucket": ARTIFACT_BUCKET, "S3Key": f"{base}.zip"}
+    return Translation(cfn, code_dirs, notifications, policies)
+
+
+def _point_code_at_artifacts(sam: dict[str, Any], root: Path) -> dict[str, Path]:
+    """Local CodeUri/ContentUri -> the artifact bucket, as ``sam package`` would do."""
+    code_dirs: dict[str, Path] = {}
+    for name, res in sam["Resources"].items():
+        props = res.get("Properties", {})
+        for attr in ("CodeUri", "ContentUri"):
+            if isinstance(props.get(attr), str) and not props[attr].startswith("s3://"):
+                code_dirs[name] = root / props[attr]
+                props[attr] = f"s3://{ARTIFACT_BUCKET}/{name}.zip"
+    return code_dirs
+
+
+def _set_aside_what_moto_lacks(cfn: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     notifications: dict[str, dict[str, Any]] = {}
     policies: dict[str, dict[str, Any]] = {}
     for name, res in list(cfn["Resources"].items()):
@@ -106,21 +121,11 @@ def translate(root: Path, parameters: dict[str, str] | None = None) -> Translati
         elif kind == "AWS::SQS::QueuePolicy":
             policies[name] = cfn["Resources"].pop(name)
     for res in cfn["Resources"].values():
-        deps = res.get("DependsOn")
-        if deps:
-            deps = [deps] if isinstance(deps, str) else deps
-            kept = [d for d in deps if d not in policies]
-            if kept:
-                res["DependsOn"] = kept
-            else:
-                del res["DependsOn"]
-    # moto only knows code by name: the layer's logical id carries a content hash
-    for name, res in cfn["Resources"].items():
-        if res["Type"] == "AWS::Lambda::LayerVersion":
-            base = next((n for n in code_dirs if name.startswith(n)), None)
-            if base:
-                res["Properties"]["Content"] = {"S3Bucket": ARTIFACT_BUCKET, "S3Key": f"{base}.zip"}
-    return Translation(cfn, code_dirs, notifications, policies)
+        deps = res.pop("DependsOn", None)
+        kept = [d for d in ([deps] if isinstance(deps, str) else deps or []) if d not in policies]
+        if kept:
+            res["DependsOn"] = kept
+    return notifications, policies
 
 
 def _zip_of(directory: Path) -> bytes:
@@ -154,7 +159,9 @@ def deploy(
     cfn = session.client("cloudformation", region_name=REGION)
     s3 = session.client("s3", region_name=REGION)
     sqs = session.client("sqs", region_name=REGION)
-    existing = {s["StackName"] for s in cfn.list_stacks()["StackSummaries"] if s["StackStatus"] != "DELETE_COMPLETE"}
+    existing = {
+        s["StackName"] for s in cfn.list_stacks()["StackSummaries"] if s["StackStatus"] != "DELETE_COMPLETE"
+    }
     if stack_name not in existing:
         s3.create_bucket(Bucket=ARTIFACT_BUCKET)
         for name, directory in tr.code_dirs.items():
@@ -182,7 +189,8 @@ def deploy(
             queue_url=queue_urls[res["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]],
             queue_arn=arns[res["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]],
             batch_size=int(res["Properties"].get("BatchSize", 10)),
-            report_batch_item_failures="ReportBatchItemFailures" in res["Properties"].get("FunctionResponseTypes", []),
+            report_batch_item_failures="ReportBatchItemFailures"
+            in res["Properties"].get("FunctionResponseTypes", []),
         )
         for res in tr.template["Resources"].values()
         if res["Type"] == "AWS::Lambda::EventSourceMapping"
@@ -206,14 +214,18 @@ def _apply_notifications(s3: Any, tr: Translation, physical: dict[str, str], arn
             entry: dict[str, Any] = {"QueueArn": _resolve(q["Queue"], physical, arns), "Events": [q["Event"]]}
             rules = q.get("Filter", {}).get("S3Key", {}).get("Rules", [])
             if rules:
-                entry["Filter"] = {"Key": {"FilterRules": [{"Name": r["Name"], "Value": r["Value"]} for r in rules]}}
+                entry["Filter"] = {
+                    "Key": {"FilterRules": [{"Name": r["Name"], "Value": r["Value"]} for r in rules]}
+                }
             queues.append(entry)
         s3.put_bucket_notification_configuration(
             Bucket=physical[bucket], NotificationConfiguration={"QueueConfigurations": queues}
         )
 
 
-def _functions(session: boto3.session.Session, tr: Translation, physical: dict[str, str]) -> dict[str, FunctionSpec]:
+def _functions(
+    session: boto3.session.Session, tr: Translation, physical: dict[str, str]
+) -> dict[str, FunctionSpec]:
     lam = session.client("lambda", region_name=REGION)
     out = {}
     for name, res in tr.template["Resources"].items():
@@ -231,7 +243,3 @@ def _functions(session: boto3.session.Session, tr: Translation, physical: dict[s
             environment=env,
         )
     return out
-
-
-def template_copy(tr: Translation) -> dict[str, Any]:
-    return copy.deepcopy(tr.template)

@@ -1,0 +1,153 @@
+"""The whole flow on the embedded stack: upload, unpack, lookup, finalize, manifest, notification."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import DROP_FILES, EXPECTED_CLASSES, UPSTREAM_FILES, make_tar, make_zip, tar_bytes
+from dropscan.cli import main
+from dropscan.local.embedded import EmbeddedStack
+from dropscan.manifest import validate
+
+
+def scan(stack: EmbeddedStack, drop: Path, supplier: str = "acme") -> tuple[dict[str, Any], list[Any]]:
+    _, scan_id = stack.client.upload_drop(drop, supplier)
+    manifest = stack.client.wait_manifest(supplier, scan_id, timeout=120)
+    assert manifest is not None, "no manifest"
+    stack.dispatcher.drain(timeout=60)
+    return manifest, stack.mailbox.for_scan(scan_id)
+
+
+def classes(manifest: dict[str, Any]) -> dict[str, str]:
+    return {f["path"]: f["class"] for f in manifest["files"]}
+
+
+def test_cli_scan_classifies_every_file_and_sends_the_summary(
+    tmp_path: Path, upstream_archive: Path, drop_archive: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "manifest.json"
+    rc = main(
+        ["scan", str(drop_archive), "--upstream", f"foo@1.0={upstream_archive}", "--supplier", "acme",
+         "--manifest-out", str(out), "--data-dir", str(tmp_path / "data"), "--eml-dir", str(tmp_path / "eml")]
+    )  # fmt: skip
+    assert rc == 0
+    manifest = json.loads(out.read_text())
+    validate(manifest)
+    assert classes(manifest) == EXPECTED_CLASSES
+    assert manifest["summary"]["review"] == 2
+    [component] = manifest["components"]
+    assert (component["package"], component["version"], component["missing"]) == (
+        "foo",
+        "1.0",
+        ["doc/notes.txt"],
+    )
+    [eml] = list((tmp_path / "eml").glob("*.eml"))
+    mail = email.message_from_bytes(eml.read_bytes(), policy=email.policy.default)
+    assert mail["Subject"] == "dropscan: acme/foo-1.0-acme.tar.gz — review: 2 of 8 files (25.0%) need review"
+    assert "foo 1.0 [foo-1.0-acme/] — 8 files" in mail.get_content()
+    printed = capsys.readouterr().out
+    assert "modified  foo-1.0-acme/util.h" in printed
+
+
+def test_notification_carries_filterable_attributes(
+    stack: EmbeddedStack, upstream_archive: Path, drop_archive: Path
+) -> None:
+    stack.client.ingest(upstream_archive, "foo", "1.0")
+    manifest, [note] = scan(stack, drop_archive, supplier="acme")
+    assert note.attributes == {
+        "supplier": "acme",
+        "scan_id": manifest["scan_id"],
+        "status": "complete",
+        "verdict": "review",
+        "review": "2",
+    }
+    assert note.subject.startswith("dropscan: acme/foo-1.0-acme.tar.gz")
+
+
+def test_the_same_upload_twice_is_one_scan_one_manifest_one_notification(
+    stack: EmbeddedStack, upstream_archive: Path, drop_archive: Path
+) -> None:
+    stack.client.ingest(upstream_archive, "foo", "1.0")
+    first, _ = scan(stack, drop_archive)
+    again, notes_again = scan(stack, drop_archive)
+    assert first["scan_id"] == again["scan_id"]
+    assert len(notes_again) == 1
+
+
+def test_nested_archives_are_unpacked_with_bang_paths(stack: EmbeddedStack, tmp_path: Path) -> None:
+    upstream = make_tar(tmp_path / "foo-1.0.tar.gz", UPSTREAM_FILES)
+    stack.client.ingest(upstream, "foo", "1.0")
+    inner = tar_bytes({k.replace("foo-1.0-acme", "foo-1.0"): v for k, v in DROP_FILES.items()}, "xz")
+    drop = make_zip(tmp_path / "bundle.zip", {"sources/foo-1.0.tar.xz": inner, "sources/NOTICE": b"acme\n"})
+    manifest, _ = scan(stack, drop)
+    got = classes(manifest)
+    assert got["sources/foo-1.0.tar.xz!/foo-1.0/util.h"] == "modified"
+    assert got["sources/foo-1.0.tar.xz!/foo-1.0/main.c"] == "vcs-keywords"
+    assert got["sources/NOTICE"] == "added"
+    assert "sources/foo-1.0.tar.xz" not in got  # a container, not a file
+    prefixes = {c["prefix"]: c for c in manifest["components"]}
+    assert prefixes["sources/foo-1.0.tar.xz!/"]["package"] == "foo"
+
+
+def test_nested_archive_known_upstream_is_one_identical_file(stack: EmbeddedStack, tmp_path: Path) -> None:
+    fixture = tar_bytes({"data/a.txt": b"fixture data\n"}, "bz2")
+    upstream = make_tar(tmp_path / "bar-2.0.tar.gz", {"bar-2.0/testsuite/fixture.tar.bz2": fixture,
+                                                      "bar-2.0/main.c": b"int main;\n"})  # fmt: skip
+    stack.client.ingest(upstream, "bar", "2.0")
+    drop = make_tar(tmp_path / "bar-acme.tar.gz", {"bar-2.0/testsuite/fixture.tar.bz2": fixture,
+                                                   "bar-2.0/main.c": b"int main;\n"})  # fmt: skip
+    manifest, _ = scan(stack, drop)
+    assert classes(manifest) == {
+        "bar-2.0/testsuite/fixture.tar.bz2": "identical",
+        "bar-2.0/main.c": "identical",
+    }
+
+
+def test_corrupt_archive_ends_failed_with_reason_and_notification(
+    stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    good = tar_bytes({f"x/f{i}.txt": f"file {i}\n".encode() * 2000 for i in range(50)}, "gz")
+    drop = tmp_path / "truncated.tar.gz"
+    drop.write_bytes(good[: len(good) // 2])
+    manifest, [note] = scan(stack, drop)
+    validate(manifest)
+    assert manifest["status"] == "failed"
+    assert "corrupt or truncated" in manifest["reason"]
+    assert note.attributes["status"] == "failed"
+
+
+def test_upload_outside_a_supplier_prefix_is_rejected(stack: EmbeddedStack, tmp_path: Path) -> None:
+    drop = make_tar(tmp_path / "x.tar.gz", {"a/b.txt": b"b\n"})
+    stack.client.s3.upload_file(str(drop), stack.names.drops_bucket, "drops/x.tar.gz")
+    stack.dispatcher.drain(timeout=60)
+    [note] = stack.mailbox.fetch()
+    assert note.attributes["status"] == "rejected"
+    assert "drops/<supplier>/<name>" in note.message
+
+
+def test_non_archive_upload_is_scanned_as_one_file(stack: EmbeddedStack, tmp_path: Path) -> None:
+    drop = tmp_path / "patch.diff"
+    drop.write_bytes(b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    manifest, _ = scan(stack, drop)
+    assert manifest["status"] == "complete"
+    assert classes(manifest) == {"patch.diff": "added"}
+
+
+def test_empty_upload_is_rejected(stack: EmbeddedStack, tmp_path: Path) -> None:
+    drop = tmp_path / "empty.tar.gz"
+    drop.write_bytes(b"")
+    manifest, notes = scan(stack, drop)
+    assert (manifest["status"], manifest["reason"]) == ("rejected", "empty upload")
+    assert len(notes) == 1
+
+
+def test_bad_usage_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan", str(tmp_path / "missing.tar.gz")]) == 2
+    assert "no such drop archive" in capsys.readouterr().err
+    drop = make_tar(tmp_path / "d.tar.gz", {"a": b"a"})
+    assert main(["scan", str(drop), "--upstream", "nonsense"]) == 2

@@ -1,0 +1,123 @@
+"""Each handler on moto: what it reads, what it writes, how it reports failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from builders import DROP_FILES, UPSTREAM_FILES, context, load_event, make_tar
+from dropscan.local.embedded import EmbeddedStack
+from dropscan.manifest import manifest_key
+from dropscan.pipeline import scan_id_for
+from dropscan.services import current_services
+
+
+def put_drop(stack: EmbeddedStack, path: Path, key: str) -> str:
+    """Upload without letting the dispatcher run: the test calls the handler itself."""
+    stack.client.s3.upload_file(str(path), stack.names.drops_bucket, key)
+    sqs = stack.session.client("sqs")
+    for m in stack.stack.mappings:
+        sqs.purge_queue(QueueUrl=m.queue_url)
+    etag = stack.client.s3.head_object(Bucket=stack.names.drops_bucket, Key=key)["ETag"].strip('"')
+    return scan_id_for(stack.names.drops_bucket, key, etag)
+
+
+def queue_bodies(stack: EmbeddedStack, logical_id: str) -> list[dict[str, Any]]:
+    url = next(m.queue_url for m in stack.stack.mappings if m.function.logical_id == logical_id)
+    msgs = stack.session.client("sqs").receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+    return [json.loads(m["Body"]) for m in msgs.get("Messages", [])]
+
+
+def test_unpack_sends_chunks_and_counts_them(stack: EmbeddedStack, tmp_path: Path, app: Any) -> None:
+    drop = make_tar(tmp_path / "drop.tar.gz", DROP_FILES)
+    scan_id = put_drop(stack, drop, "drops/acme/drop+1.tar.gz")
+    event = load_event(
+        "sqs_s3_object_created.json", BUCKET=stack.names.drops_bucket, KEY="drops/acme/drop%2B1.tar.gz"
+    )
+
+    result = app("UnpackFunction")(event, context())
+
+    assert result == {"batchItemFailures": []}
+    [chunk] = queue_bodies(stack, "LookupFunction")
+    assert chunk["scan_id"] == scan_id
+    assert sorted(r["path"] for r in chunk["records"]) == sorted(DROP_FILES)
+    scan = current_services().scans.get(scan_id)
+    assert scan is not None and (scan.chunks_total, scan.supplier) == (1, "acme")
+
+
+def test_unpack_ignores_s3_test_event(stack: EmbeddedStack, app: Any) -> None:
+    event = load_event("sqs_s3_test_event.json", BUCKET=stack.names.drops_bucket)
+    assert app("UnpackFunction")(event, context()) == {"batchItemFailures": []}
+    assert queue_bodies(stack, "LookupFunction") == []
+
+
+def test_unpack_fails_the_batch_for_a_missing_object_so_sqs_redelivers(
+    stack: EmbeddedStack, app: Any
+) -> None:
+    event = load_event(
+        "sqs_s3_object_created.json", BUCKET=stack.names.drops_bucket, KEY="drops/acme/gone.tar.gz"
+    )
+    with pytest.raises(BatchProcessingError, match="All records failed"):
+        app("UnpackFunction")(event, context())
+
+
+def test_finalize_writes_exactly_one_manifest(stack: EmbeddedStack, tmp_path: Path, app: Any) -> None:
+    stack.client.ingest(make_tar(tmp_path / "foo-1.0.tar.gz", UPSTREAM_FILES), "foo", "1.0")
+    drop = make_tar(tmp_path / "drop.tar.gz", DROP_FILES)
+    scan_id = put_drop(stack, drop, "drops/acme/drop.tar.gz")
+    unpack = load_event(
+        "sqs_s3_object_created.json", BUCKET=stack.names.drops_bucket, KEY="drops/acme/drop.tar.gz"
+    )
+    app("UnpackFunction")(unpack, context())
+    [chunk] = queue_bodies(stack, "LookupFunction")
+    lookup = load_event("sqs_finalize.json", MESSAGE_ID="m-lookup", SCAN_ID=scan_id)
+    lookup["Records"][0]["body"] = json.dumps(chunk)
+    app("LookupFunction")(lookup, context())
+    assert queue_bodies(stack, "FinalizeFunction") == [{"scan_id": scan_id}]
+
+    first = app("FinalizeFunction")(
+        load_event("sqs_finalize.json", MESSAGE_ID="m-1", SCAN_ID=scan_id), context()
+    )
+    second = app("FinalizeFunction")(
+        load_event("sqs_finalize.json", MESSAGE_ID="m-2", SCAN_ID=scan_id), context()
+    )
+
+    assert first == second == {"batchItemFailures": []}
+    key = manifest_key("acme", scan_id)
+    versions = stack.client.s3.list_object_versions(Bucket=stack.names.results_bucket, Prefix=key)
+    assert len(versions.get("Versions", [])) == 1
+    manifest = json.loads(
+        stack.client.s3.get_object(Bucket=stack.names.results_bucket, Key=key)["Body"].read()
+    )
+    assert manifest["summary"]["files"] == len(DROP_FILES)
+
+
+def test_lookup_counts_a_redelivered_chunk_once(stack: EmbeddedStack, tmp_path: Path, app: Any) -> None:
+    drop = make_tar(tmp_path / "drop.tar.gz", {"a/x.txt": b"x\n"})
+    scan_id = put_drop(stack, drop, "drops/acme/one.tar.gz")
+    app("UnpackFunction")(
+        load_event(
+            "sqs_s3_object_created.json", BUCKET=stack.names.drops_bucket, KEY="drops/acme/one.tar.gz"
+        ),
+        context(),
+    )
+    [chunk] = queue_bodies(stack, "LookupFunction")
+    event = load_event("sqs_finalize.json", MESSAGE_ID="m-lookup", SCAN_ID=scan_id)
+    event["Records"][0]["body"] = json.dumps(chunk)
+    app("LookupFunction")(event, context())
+    app("LookupFunction")(event, context())
+    scan = current_services().scans.get(scan_id)
+    assert scan is not None and int(scan.chunks_done) == 1
+
+
+def test_ingest_again_writes_nothing(stack: EmbeddedStack, tmp_path: Path) -> None:
+    from dropscan.pipeline import ingest_release
+
+    archive = make_tar(tmp_path / "foo-1.0.tar.gz", UPSTREAM_FILES)
+    stack.client.s3.upload_file(str(archive), stack.names.upstream_bucket, "upstream/foo/1.0/foo-1.0.tar.gz")
+    stack.dispatcher.drain(timeout=30)
+    again = ingest_release(current_services(), stack.names.upstream_bucket, "upstream/foo/1.0/foo-1.0.tar.gz")
+    assert (again.files, again.items_written) == (len(UPSTREAM_FILES), 0)
