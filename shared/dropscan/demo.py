@@ -64,7 +64,7 @@ def build_demo_drop(cache: Path, out: Path) -> tuple[Path, list[str]]:
         b"/* Fast CRC. Permission granted for non-commercial use only. */\nunsigned crc(void) { return 0; }\n"
     )
     requests = _members(cache / "requests-2.31.0.tar.gz")
-    api = "requests-2.31.0/src/requests/api.py"
+    api = "requests-2.31.0/requests/api.py"
     requests[api] = requests[api].replace(b"timeout", b"timeout_s", 1)
     members = dict(docutils)
     members["docutils-0.21.2-acme/vendor/requests-2.31.0.tar.gz"] = _pack(requests)
