@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import DROP_FILES, UPSTREAM_FILES, make_tar
+
 from dropscan.local.dispatcher import load_handler
 from dropscan.local.embedded import EmbeddedStack, embedded
+
+from builders import DROP_FILES, UPSTREAM_FILES, make_tar
 
 
 @pytest.fixture

@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders import cases_dir
+
 from dropscan.cli import main
 from dropscan.manifest import validate
+
+from builders import cases_dir
 
 RECIPE = "busybox.json"
 

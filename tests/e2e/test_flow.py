@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import DROP_FILES, EXPECTED_CLASSES, UPSTREAM_FILES, make_tar, make_zip, tar_bytes
+
 from dropscan.cli import main
 from dropscan.local.embedded import EmbeddedStack
 from dropscan.manifest import validate
+
+from builders import DROP_FILES, EXPECTED_CLASSES, UPSTREAM_FILES, make_tar, make_zip, tar_bytes
 
 
 def scan(stack: EmbeddedStack, drop: Path, supplier: str = "acme") -> tuple[dict[str, Any], list[Any]]:

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from builders import DROP_FILES, UPSTREAM_FILES, context, load_event, make_tar
+
 from dropscan.local.embedded import EmbeddedStack
 from dropscan.manifest import manifest_key
 from dropscan.pipeline import scan_id_for
 from dropscan.services import current_services
+
+from builders import DROP_FILES, UPSTREAM_FILES, context, load_event, make_tar
 
 
 def put_drop(stack: EmbeddedStack, path: Path, key: str) -> str:
