@@ -88,7 +88,7 @@ def cmd_scan(a: argparse.Namespace) -> int:
                     u.archive, u.package, u.version, trust=Trust.LOW if u.package in a.low_trust else None
                 )
         for p in a.low_trust:
-            client.db.set_trust(p, Trust.LOW)
+            client.set_trust(p, Trust.LOW)
         with status(f"scanning {drop.name}…"):
             key, scan_id = client.upload_drop(drop, a.supplier, metadata=metadata)
             manifest = client.wait_manifest(a.supplier, scan_id, timeout=a.timeout)
@@ -132,7 +132,7 @@ def _stack(a: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
 
     logs = Path(a.data_dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    with (logs / "functions.log").open("a") as log, embedded(log_stream=log) as es:
+    with (logs / "functions.log").open("a") as log, embedded(log_stream=log, data_dir=Path(a.data_dir)) as es:
         yield es.client, es.mailbox
 
 
@@ -178,6 +178,50 @@ def cmd_ingest(a: argparse.Namespace) -> int:
             {"package": package, "version": version, "trust": info.trust.value, "versions": info.versions}
         )
     )
+    return 0
+
+
+# ------------------------------------------------------------------ db
+def cmd_db(a: argparse.Namespace) -> int:
+    from dropscan.dbdump import export_db, import_db, read_hash_list
+    from dropscan.releases import Release, save_release
+    from dropscan.upstream_db import FileDigests
+
+    with _stack(a) as (client, _):
+        bucket = client.names.upstream_bucket
+        if a.db_command == "stats":
+            print(json.dumps(client.db.stats_summary(), indent=1))
+        elif a.db_command == "trust":
+            client.set_trust(a.package, Trust(a.level))
+        elif a.db_command == "export":
+            with open(a.file, "wb") as f:
+                st = export_db(client.db, client.s3, bucket, f)
+            print(json.dumps(vars(st)))
+        elif a.db_command == "import":
+            path = Path(a.file)
+            if not path.is_file():
+                raise UsageError(f"no such file: {path}")
+            if path.read_bytes()[:2] == b"\x1f\x8b":
+                with path.open("rb") as f:
+                    st = import_db(client.db, client.s3, bucket, f)
+                print(json.dumps(vars(st)))
+            else:
+                if not (a.package and a.version):
+                    raise UsageError("a sha256sum or hashdeep list needs --package and --version")
+                files = read_hash_list(path)
+                if not files:
+                    raise UsageError(f"{path}: no SHA-256 lines (sha256sum or hashdeep -c sha256 output)")
+                save_release(client.s3, bucket, Release(a.package, a.version, files))
+                trust = Trust(a.trust) if a.trust else None
+                written = client.db.add_release(
+                    a.package, a.version, [FileDigests(d, d, d) for d in files.values()], trust
+                )
+                print(
+                    json.dumps(
+                        {"package": a.package, "version": a.version, "files": len(files), "written": written}
+                    )
+                )
+            client.changed = True
     return 0
 
 
@@ -239,6 +283,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust", choices=[t.value for t in Trust])
     _add_target(p)
     p.set_defaults(func=cmd_ingest)
+
+    db = sub.add_parser("db", help="the upstream database: stats, export, import, trust")
+    dbs = db.add_subparsers(dest="db_command", required=True)
+    p = dbs.add_parser("stats", help="packages, versions, trust and item counts")
+    _add_target(p)
+    p = dbs.add_parser("export", help="write a compressed, versioned dump (dropscan.upstream-db/1)")
+    p.add_argument("file")
+    _add_target(p)
+    p = dbs.add_parser("import", help="merge a dump, or a sha256sum/hashdeep list as a known-good release")
+    p.add_argument("file")
+    p.add_argument("--package")
+    p.add_argument("--version")
+    p.add_argument("--trust", choices=[t.value for t in Trust])
+    _add_target(p)
+    p = dbs.add_parser("trust", help="set a package's trust without re-ingesting")
+    p.add_argument("package")
+    p.add_argument("level", choices=[t.value for t in Trust])
+    _add_target(p)
+    db.set_defaults(func=cmd_db)
 
     p = sub.add_parser("up", help="run the local stack as a moto server with the dispatcher")
     p.add_argument("--host", default="127.0.0.1")

@@ -78,6 +78,11 @@ class Client:
         self.pump = pump
         self.s3 = session.client("s3", endpoint_url=endpoint_url)
         self.db = UpstreamDB(session.client("dynamodb", endpoint_url=endpoint_url), names.upstream_table)
+        self.changed = False  # whether this client altered the upstream database
+
+    def set_trust(self, package: str, trust: Trust) -> None:
+        self.db.set_trust(package, trust)
+        self.changed = True
 
     def _exists(self, bucket: str, key: str) -> bool:
         try:
@@ -90,9 +95,10 @@ class Client:
         self, archive: Path, package: str, version: str, *, trust: Trust | None = None, timeout: float = 3600
     ) -> None:
         """Upload a release to upstream/<package>/<version>/ and wait until the ingest function is done."""
-        if version in (self.db.packages([package]).get(package) or _NoPackage).versions:
-            if trust:
-                self.db.set_trust(package, trust)
+        known = self.db.packages([package]).get(package)
+        if known and version in known.versions:
+            if trust and trust is not known.trust:
+                self.set_trust(package, trust)
             return  # already ingested: the database keeps releases between runs
         meta = {"trust": trust.value} if trust else {}
         key = f"upstream/{package}/{version}/{archive.name}"
@@ -105,6 +111,7 @@ class Client:
             info = self.db.packages([package]).get(package)
             return bool(info and version in info.versions)
 
+        self.changed = True
         if not self.pump(done, timeout):
             raise IngestFailed(f"ingest of {package}@{version} did not finish within {timeout:.0f} s")
         if self._exists(self.names.upstream_bucket, error_key):
@@ -129,7 +136,3 @@ class Client:
             self.s3.get_object(Bucket=self.names.results_bucket, Key=key)["Body"].read()
         )
         return data
-
-
-class _NoPackage:
-    versions: tuple[str, ...] = ()

@@ -168,29 +168,46 @@ class UpstreamDB:
         ``trust`` sets the package's trust; None keeps it (``high`` for a new package).
         """
         entries = release_entries(files)
-        existing = self.lookup(entries)
+        here = VersionRange(version, version)
+        written = self.merge_digests(
+            {d: (e["forms"], {package: here}) for d, e in entries.items()},
+            extra={d: {k: e[k] for k in ("kw", "ws") if k in e} for d, e in entries.items()},
+        )
+        self.register(package, version, trust)
+        return written
+
+    def merge_digests(
+        self,
+        digests: Mapping[str, tuple[set[str], Mapping[str, VersionRange]]],
+        *,
+        extra: Mapping[str, dict[str, str]] | None = None,
+    ) -> int:
+        """Widen forms and version ranges of ``digests``; write only the items that change."""
+        existing = self.lookup(digests)
         changed: list[dict[str, Any]] = []
-        for digest, entry in entries.items():
+        for digest, (forms, ranges) in digests.items():
             old = existing.get(digest)
-            forms = set(entry["forms"]) | (set(old.forms) if old else set())
-            ranges = dict(old.packages) if old else {}
-            prev = ranges.get(package)
-            ranges[package] = prev.widen(version) if prev else VersionRange(version, version)
-            if old and forms == old.forms and ranges == dict(old.packages):
+            merged_forms = set(forms) | (set(old.forms) if old else set())
+            merged = dict(old.packages) if old else {}
+            for pkg, rng in ranges.items():
+                prev = merged.get(pkg)
+                merged[pkg] = prev.widen(rng.lo).widen(rng.hi) if prev else rng
+            if old and merged_forms == old.forms and merged == dict(old.packages):
                 continue
+            more = (extra or {}).get(digest, {})
             item = DigestItem(
                 digest,
-                forms=forms,
-                pkgs={p: {"lo": r.lo, "hi": r.hi} for p, r in sorted(ranges.items())},
-                kw=entry.get("kw"),
-                ws=entry.get("ws"),
+                forms=merged_forms,
+                pkgs={p: {"lo": r.lo, "hi": r.hi} for p, r in sorted(merged.items())},
+                kw=more.get("kw"),
+                ws=more.get("ws"),
             )
             changed.append(item.serialize())
         self.batch.put_many(changed)
-        self._register(package, version, trust)
         return len(changed)
 
-    def _register(self, package: str, version: str, trust: Trust | None) -> None:
+    def register(self, package: str, version: str, trust: Trust | None) -> None:
+        """Record ``version`` of ``package``; ``trust`` None keeps the package's trust (high when new)."""
         # ADD on a string set is idempotent, so a re-ingest leaves the item as it was
         trust_expr = "trust = :t" if trust else "trust = if_not_exists(trust, :t)"
         self.client.update_item(
@@ -204,6 +221,19 @@ class UpstreamDB:
                 ":v": {"SS": [version]},
             },
         )
+
+    def stats_summary(self) -> dict[str, Any]:
+        """Counts for ``dropscan db stats``."""
+        packages = self.packages()
+        resp = self.client.describe_table(TableName=self.table)["Table"]
+        return {
+            "table": self.table,
+            "items": int(resp.get("ItemCount", 0)),
+            "bytes": int(resp.get("TableSizeBytes", 0)),
+            "packages": {
+                p.name: {"trust": p.trust.value, "versions": list(p.versions)} for p in packages.values()
+            },
+        }
 
     def set_trust(self, package: str, trust: Trust) -> None:
         self.client.update_item(

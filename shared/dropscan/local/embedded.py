@@ -15,6 +15,7 @@ from typing import IO, Any
 import boto3
 
 from dropscan.client import Client, StackNames
+from dropscan.dbdump import export_db, import_db
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.stack import REGION, DeployedStack, deploy
 from dropscan.services import reset as reset_services
@@ -101,11 +102,35 @@ class EmbeddedStack:
 LOCAL_PARAMETERS = {"QueueVisibilityTimeout": "30", "StageVisibilityTimeout": "10", "FunctionTimeout": "30"}
 
 
+DB_FILE = "upstream-db.jsonl.gz"
+
+
+def _load_db(client: Client, s3: Any, data_dir: Path) -> None:
+    dump = data_dir / DB_FILE
+    if dump.is_file():
+        with dump.open("rb") as f:
+            import_db(client.db, s3, client.names.upstream_bucket, f)
+
+
+def _save_db(client: Client, s3: Any, data_dir: Path) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = data_dir / (DB_FILE + ".tmp")
+    with tmp.open("wb") as f:
+        export_db(client.db, s3, client.names.upstream_bucket, f)
+    tmp.replace(data_dir / DB_FILE)  # never leave a half-written database behind
+
+
 @contextmanager
 def embedded(
-    *, parameters: dict[str, str] | None = None, log_stream: IO[str] | None = None
+    *,
+    parameters: dict[str, str] | None = None,
+    log_stream: IO[str] | None = None,
+    data_dir: Path | None = None,
 ) -> Iterator[EmbeddedStack]:
-    """Start moto in-process, deploy template.yaml, and yield the running stack."""
+    """Start moto in-process, deploy template.yaml, and yield the running stack.
+
+    With ``data_dir``, the upstream database is loaded from it and, when changed, saved back at exit.
+    """
     from moto import mock_aws
 
     saved = dict(os.environ)
@@ -121,8 +146,13 @@ def embedded(
             names = StackNames.from_outputs(stack.outputs)
             mailbox = Mailbox.subscribe(session, names.topic_arn, f"{stack.name}-mailbox")
             client = Client(session, names, pump=lambda done, t: dispatcher.run_until(done, timeout=t))
+            s3 = session.client("s3")
+            if data_dir is not None:
+                _load_db(client, s3, data_dir)
             try:
                 yield EmbeddedStack(session, stack, dispatcher, mailbox, client, names)
+                if data_dir is not None and client.changed:
+                    _save_db(client, s3, data_dir)
             finally:
                 dispatcher.close()
     finally:

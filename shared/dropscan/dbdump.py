@@ -1,0 +1,145 @@
+"""Upstream database dumps (``dropscan.upstream-db/1``): export, merge-import, and known-good hash lists.
+
+A dump is gzip-compressed JSON Lines: a header line, then one line per package, per release path list
+and per digest. Importing merges (forms and version ranges widen, versions and path lists add up), so
+organisations can exchange and combine databases; importing the same dump twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from dropscan import __version__
+from dropscan.models import Trust
+from dropscan.releases import Release, load_release, save_release
+from dropscan.upstream_db import PACKAGE_PREFIX, DigestItem, UpstreamDB, VersionRange
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+FORMAT = "dropscan.upstream-db/1"
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass
+class DumpStats:
+    packages: int = 0
+    releases: int = 0
+    digests: int = 0
+    written: int = 0
+
+
+def _scan_items(db: UpstreamDB) -> Iterator[dict[str, Any]]:
+    kwargs: dict[str, Any] = {"TableName": db.table}
+    while True:
+        resp = db.client.scan(**kwargs)
+        yield from resp.get("Items", [])
+        if "LastEvaluatedKey" not in resp:
+            return
+        kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def export_db(db: UpstreamDB, s3: S3Client, bucket: str, out: IO[bytes]) -> DumpStats:
+    """Write the whole database (digests, packages, release path lists) to ``out``."""
+    stats = DumpStats()
+    with gzip.open(out, "wt") as f:
+        header = {"format": FORMAT, "generator": f"dropscan {__version__}"}
+        header["created"] = datetime.now(UTC).isoformat(timespec="seconds")
+        f.write(json.dumps(header) + "\n")
+        packages = db.packages()
+        for info in packages.values():
+            f.write(
+                json.dumps({"package": info.name, "trust": info.trust.value, "versions": list(info.versions)})
+                + "\n"
+            )
+            stats.packages += 1
+            for v in info.versions:
+                rel = load_release(s3, bucket, info.name, v)
+                if rel is not None:
+                    f.write(
+                        json.dumps({"release": rel.package, "version": rel.version, "files": rel.files})
+                        + "\n"
+                    )
+                    stats.releases += 1
+        for raw in _scan_items(db):
+            if raw["pk"]["S"].startswith(PACKAGE_PREFIX):
+                continue
+            item = DigestItem.from_raw_data(raw)
+            pkgs = item.pkgs.as_dict() if item.pkgs is not None else {}
+            line: dict[str, Any] = {
+                "d": item.pk,
+                "f": sorted(item.forms or ()),
+                "p": {k: [v["lo"], v["hi"]] for k, v in pkgs.items()},
+            }
+            f.write(json.dumps(line, separators=(",", ":")) + "\n")
+            stats.digests += 1
+    return stats
+
+
+def _lines(src: IO[bytes]) -> Iterator[dict[str, Any]]:
+    with gzip.open(src, "rt") as f:
+        header = json.loads(f.readline() or "{}")
+        if header.get("format") != FORMAT:
+            raise ValueError(f"not a dropscan database dump (format {header.get('format')!r}, want {FORMAT})")
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def import_db(db: UpstreamDB, s3: S3Client, bucket: str, src: IO[bytes]) -> DumpStats:
+    """Merge a dump into the database; items that already hold what the dump says are not rewritten."""
+    stats = DumpStats()
+    digests: dict[str, tuple[set[str], dict[str, VersionRange]]] = {}
+    for entry in _lines(src):
+        if "d" in entry:
+            digests[entry["d"]] = (
+                set(entry["f"]),
+                {p: VersionRange(r[0], r[1]) for p, r in entry["p"].items()},
+            )
+        elif "release" in entry:
+            if load_release(s3, bucket, entry["release"], entry["version"]) is None:
+                save_release(s3, bucket, Release(entry["release"], entry["version"], entry["files"]))
+            stats.releases += 1
+        elif "package" in entry:
+            # a package this database already knows keeps its own trust
+            is_new = entry["package"] not in db.packages([entry["package"]])
+            trust = Trust(entry.get("trust", "high")) if is_new else None
+            for v in entry["versions"]:
+                db.register(entry["package"], v, trust)
+            stats.packages += 1
+    stats.digests = len(digests)
+    stats.written = db.merge_digests(digests)
+    return stats
+
+
+def read_hash_list(path: Path) -> dict[str, str]:
+    """path -> sha256 from ``sha256sum`` output or a hashdeep list (its sha256 column)."""
+    files: dict[str, str] = {}
+    sha_col, name_col = None, None
+    for raw in path.read_text(errors="surrogateescape").splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("%%%%"):
+            if line.startswith("%%%% size,"):
+                cols = line[5:].split(",")
+                sha_col, name_col = cols.index("sha256"), cols.index("filename")
+            continue
+        if line.startswith("##"):
+            continue
+        if sha_col is not None and name_col is not None:
+            parts = line.split(",", name_col)  # the file name may itself hold commas
+            if len(parts) > name_col and _HEX64.match(parts[sha_col]):
+                files[parts[name_col]] = parts[sha_col]
+            continue
+        digest, _, name = line.partition(" ")
+        if _HEX64.match(digest):
+            files[name.lstrip(" *").removeprefix("./")] = digest
+    return files
