@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from builders import EXPECTED_CLASSES, UPSTREAM_FILES, make_tar
 from dropscan.cli import main
+
+from builders import EXPECTED_CLASSES, UPSTREAM_FILES, make_tar
 
 
 def scan_classes(drop: Path, data: Path, tmp_path: Path) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from dropscan.classify import classify
 from dropscan.models import FileClass, FileRecord, Trust
 from dropscan.upstream_db import DigestInfo, VersionRange

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from dropscan.releases import parse_archive_name, version_key
 
 
