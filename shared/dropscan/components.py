@@ -139,3 +139,40 @@ def resolve_component(
         "classes": {c.value: counts.get(c.value, 0) for c in CLASS_ORDER},
         "missing": ident.missing,
     }
+
+
+def parse_declared(text: str | None) -> list[tuple[str, str]]:
+    """``linux@6.1.176,busybox@1.35.0`` (S3 metadata ``x-amz-meta-components``) -> pairs."""
+    out = []
+    for part in (text or "").replace(";", ",").split(","):
+        name, _, version = part.strip().partition("@")
+        if name:
+            out.append((name, version))
+    return out
+
+
+def declared_mismatches(
+    declared: list[tuple[str, str]], components: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Wrong source released: components identified as another release than declared, and declared
+    releases that no component is."""
+    if not declared:
+        return []
+    found = {(c["package"], c["version"]): c for c in components if c["identified"]}
+    by_package = {name: version for name, version in declared}
+    out: list[dict[str, Any]] = []
+    for (pkg, ver), comp in sorted(found.items()):
+        want = by_package.get(pkg)
+        if want is None:
+            out.append(
+                {"kind": "undeclared", "component": comp["prefix"], "found": f"{pkg}@{ver}", "declared": None}
+            )
+        elif want and want != ver:
+            out.append({"kind": "other-release", "component": comp["prefix"], "found": f"{pkg}@{ver}",
+                        "declared": f"{pkg}@{want}"})  # fmt: skip
+    present = {pkg for pkg, _ in found}
+    for name, version in declared:
+        if name not in present:
+            label = f"{name}@{version}" if version else name
+            out.append({"kind": "not-found", "component": None, "found": None, "declared": label})
+    return out

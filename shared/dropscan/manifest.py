@@ -37,6 +37,8 @@ def summarize(files: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 def verdict(status: str, summary: Mapping[str, Any]) -> str:
     if status != "complete":
         return status
+    if summary.get("mismatches"):
+        return "action-required"
     return "review" if summary["review"] else "clean"
 
 
@@ -49,6 +51,7 @@ def build_manifest(
     reason: str | None,
     files: list[dict[str, Any]],
     components: list[dict[str, Any]],
+    mismatches: list[dict[str, Any]] | None = None,
     stats: Mapping[str, Any],
     created_at: str,
     finished_at: str,
@@ -57,6 +60,7 @@ def build_manifest(
     summary = summarize(files)
     summary["unreadable"] = sum(1 for f in files if f.get("unreadable"))
     summary["components"] = len(components)
+    summary["mismatches"] = len(mismatches or [])
     return {
         "schema": SCHEMA,
         "generator": f"dropscan {__version__}",
@@ -70,6 +74,7 @@ def build_manifest(
         "finished_at": finished_at,
         "summary": summary,
         "components": components,
+        "mismatches": list(mismatches or []),
         "files": files,
         "stats": dict(stats),
     }

@@ -17,7 +17,7 @@ from aws_lambda_powertools import Logger
 
 from dropscan.archive import ArchiveReadError, walk
 from dropscan.classify import classify
-from dropscan.components import component_of, resolve_component
+from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
 from dropscan.manifest import build_manifest, manifest_key
 from dropscan.models import FileRecord, Trust
@@ -290,6 +290,8 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     for f in files:
         by_component.setdefault(component_of(f["path"]), []).append(f)
     components = [resolve_component(p, fs, packages, load) for p, fs in sorted(by_component.items())]
+    metadata = dict(scan.metadata.as_dict()) if scan.metadata else {}
+    mismatches = declared_mismatches(parse_declared(metadata.get("components")), components)
     stats.add(**{k: v for k, v in db.stats.as_dict().items()})
     status = scan.status if scan.status in ("rejected", "failed") else "complete"
     manifest = build_manifest(
@@ -302,12 +304,13 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
             "sha256": scan.source_sha256 or None,
             "etag": scan.etag,
             "version_id": scan.version_id,
-            "metadata": dict(scan.metadata.as_dict()) if scan.metadata else {},
+            "metadata": metadata,
         },
         status=status,
         reason=scan.reason,
         files=files,
         components=components,
+        mismatches=mismatches,
         stats={
             "dynamodb": stats.as_dict(),
             "chunks": int(scan.chunks_total or 0),

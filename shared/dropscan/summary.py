@@ -65,6 +65,18 @@ def body(manifest: Mapping[str, Any], *, review_limit: int = 50) -> str:
         lines.append("Components:")
         lines += [f"  {component_line(c)}" for c in manifest["components"]]
         lines.append("")
+    mismatches = manifest.get("mismatches") or []
+    if mismatches:
+        lines.append("Declared components do not match what was delivered:")
+        for m in mismatches:
+            where = f" ({m['component'] or '(top level)'})" if m["component"] is not None else ""
+            if m["kind"] == "not-found":
+                lines.append(f"  declared {m['declared']}: not found in the drop")
+            elif m["kind"] == "other-release":
+                lines.append(f"  declared {m['declared']}, delivered {m['found']}{where}")
+            else:
+                lines.append(f"  undeclared {m['found']}{where}")
+        lines.append("")
     review = [f for f in manifest["files"] if f["class"] in ("modified", "added")]
     if review:
         lines.append("Review set:")
