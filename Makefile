@@ -7,7 +7,7 @@ CASES_DIR ?= $(CURDIR)/.cache/cases
 CASES_SRC ?= $(firstword $(wildcard $(CURDIR)/../shared/cases /work/shared/cases))
 DEMO_SDISTS := docutils==0.19 docutils==0.20.1 docutils==0.21.2 requests==2.31.0
 
-.PHONY: install demo test lint format cases bench clean
+.PHONY: install demo test lint format cases bench bench-linux clean
 
 install: $(STAMP)
 
@@ -43,8 +43,22 @@ cases:
 	@[ -n "$(CASES_SRC)" ] || { echo "no ../shared/cases beside the checkout"; exit 1; }
 	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) busybox
 
-bench: install
-	$(BIN)/python -m dropscan.bench --out bench-out
+# Benchmarks (not tests): BusyBox by default; `make bench-linux` for the kernel (downloads 140 MB).
+bench: install cases
+	@command -v hashdeep >/dev/null || apt-get install -y -qq hashdeep >/dev/null || true
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
+	$(BIN)/python $(CASES_SRC)/build_case.py $(CASES_SRC)/busybox.json --cache $(CASES_DIR) --out .cache/bench/busybox >/dev/null
+	$(BIN)/python -m dropscan.bench --upstream busybox@1.35.0=$(CASES_DIR)/busybox_1.35.0.orig.tar.bz2 \
+	  --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz --out bench-out/busybox
+
+bench-linux: install
+	@command -v hashdeep >/dev/null || apt-get install -y -qq hashdeep >/dev/null || true
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
+	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) linux
+	[ -f .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz ] || \
+	  $(BIN)/python $(CASES_SRC)/build_case.py bench/linux.json --cache $(CASES_DIR) --out .cache/bench/linux >/dev/null
+	$(BIN)/python -m dropscan.bench --upstream linux@6.1.176=$(CASES_DIR)/linux_6.1.176.orig.tar.xz \
+	  --drop .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz --runs 3 --out bench-out/linux
 
 clean:
 	rm -rf $(VENV) demo-out bench-out .pytest_cache .mypy_cache .ruff_cache

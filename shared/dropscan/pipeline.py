@@ -21,7 +21,14 @@ from dropscan.components import component_of, declared_mismatches, parse_declare
 from dropscan.dynamo import CallStats
 from dropscan.manifest import build_manifest, manifest_key
 from dropscan.models import FileRecord, Trust
-from dropscan.releases import Release, load_release, parse_archive_name, release_error_key, save_release
+from dropscan.releases import (
+    Release,
+    load_release,
+    parse_archive_name,
+    release_error_key,
+    release_report_key,
+    save_release,
+)
 from dropscan.scans import Upload, now
 from dropscan.services import Services
 from dropscan.summary import body, message_attributes, subject
@@ -389,6 +396,7 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
         )
     trust = Trust(meta["trust"]) if meta.get("trust") else None
     body_stream = svc.s3.get_object(Bucket=bucket, Key=key)["Body"]
+    started = time.perf_counter()
     try:
         paths, digests = release_files(walk(body_stream, key.rsplit("/", 1)[-1], emit_containers=True))
     except ArchiveReadError as e:
@@ -399,9 +407,23 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
             Body=json.dumps({"key": key, "error": str(e)}).encode(),
         )
         return IngestResult(package, version, 0, 0, error=str(e))
+    hashed = time.perf_counter()
     save_release(svc.s3, svc.settings.upstream_bucket, Release(package, version, paths))
-    written = svc.upstream().add_release(package, version, digests, trust)
-    logger.info(
-        "ingested", extra={"package": package, "version": version, "files": len(paths), "items": written}
+    db = svc.upstream()
+    written = db.add_release(package, version, digests, trust)
+    report = {
+        "package": package,
+        "version": version,
+        "source": key,
+        "files": len(paths),
+        "items_written": written,
+        "dynamodb": db.stats.as_dict(),
+        "seconds": {"hash": round(hashed - started, 3), "database": round(time.perf_counter() - hashed, 3)},
+    }
+    svc.s3.put_object(
+        Bucket=svc.settings.upstream_bucket,
+        Key=release_report_key(package, version),
+        Body=json.dumps(report).encode(),
     )
+    logger.info("ingested", extra=report)
     return IngestResult(package, version, len(paths), written)

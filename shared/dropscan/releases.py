@@ -40,6 +40,11 @@ def release_error_key(package: str, version: str) -> str:
     return f"{RELEASE_PREFIX}{package}/{version}.error.json"
 
 
+def release_report_key(package: str, version: str) -> str:
+    """What the last ingest of the release did: files, items written, DynamoDB calls, seconds."""
+    return f"{RELEASE_PREFIX}{package}/{version}.ingest.json"
+
+
 @dataclass(frozen=True, slots=True)
 class Release:
     """One upstream release: every path it holds and that file's SHA-256."""

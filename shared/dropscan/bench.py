@@ -1,0 +1,216 @@
+"""Benchmarks for ``make bench``: dropscan against floors measured in the same run, medians of runs.
+
+Never part of ``make test``: these machines are shared and noisy, so only ratios taken in one run mean
+anything. Writes ``<out>/results.json``, ``<out>/results.md`` and, with matplotlib, ``<out>/hash.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import lzma
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BIN = Path(sys.executable).parent
+
+
+def timed(fn: Callable[[], object], runs: int) -> float:
+    """Median wall time of ``runs`` calls."""
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def sh(cmd: str) -> Callable[[], object]:
+    return lambda: subprocess.run(cmd, shell=True, check=True, stdout=subprocess.DEVNULL)
+
+
+def peak_rss_mb(cmd: list[str]) -> float:
+    """Peak RSS of one command, as GNU time reports it (rusage of children keeps the maximum of all)."""
+    res = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], check=True, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return int(res.stderr.strip().splitlines()[-1]) / 1024
+
+
+def formats_of(source: Path, work: Path) -> dict[str, Path]:
+    """The same tree as .tar, .tar.gz, .tar.xz and .zip."""
+    tar = work / "tree.tar"
+    if source.suffix == ".xz":
+        with lzma.open(source) as src, tar.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    else:
+        subprocess.run(f"bzip2 -dc '{source}' > '{tar}'", shell=True, check=True)
+    out = {"tar": tar, "tar.xz": source if source.suffix == ".xz" else work / "tree.tar.xz"}
+    if not out["tar.xz"].exists():
+        subprocess.run(f"xz -T2 -6 -c '{tar}' > '{out['tar.xz']}'", shell=True, check=True)
+    out["tar.gz"] = work / "tree.tar.gz"
+    with tar.open("rb") as src, gzip.open(out["tar.gz"], "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    out["zip"] = work / "tree.zip"
+    with tarfile.open(tar) as tf, zipfile.ZipFile(out["zip"], "w", zipfile.ZIP_DEFLATED) as zf:
+        for m in tf:
+            f = tf.extractfile(m) if m.isfile() else None
+            if f is not None:
+                zf.writestr(m.name, f.read())
+    return out
+
+
+FLOORS = {"tar": "cat '{f}'", "tar.gz": "gzip -dc '{f}'", "tar.xz": "xz -dc '{f}'", "zip": "unzip -p '{f}'"}
+
+
+def bench_hash(files: dict[str, Path], runs: int) -> list[dict[str, Any]]:
+    rows = []
+    for fmt, path in files.items():
+        floor = timed(sh(FLOORS[fmt].format(f=path) + " > /dev/null"), runs)
+        ours = timed(sh(f"'{BIN / 'dropscan'}' hash '{path}' > /dev/null"), runs)
+        rss = peak_rss_mb([str(BIN / "dropscan"), "hash", str(path), "--out", os.devnull])
+        size = path.stat().st_size
+        rows.append(
+            {
+                "format": fmt,
+                "bytes": size,
+                "floor_s": round(floor, 3),
+                "dropscan_s": round(ours, 3),
+                "ratio": round(ours / floor, 3),
+                "MB_per_s": round(size / ours / 1e6, 1),
+                "peak_rss_MB": round(rss, 1),
+            }
+        )
+    return rows
+
+
+def bench_peers(tar: Path, work: Path, runs: int) -> dict[str, Any]:
+    tree = work / "tree"
+    tree.mkdir(exist_ok=True)
+    subprocess.run(["tar", "-xf", str(tar), "-C", str(tree)], check=True)
+    out: dict[str, Any] = {}
+    ours = timed(sh(f"'{BIN / 'dropscan'}' hash '{tar}' > /dev/null"), runs)
+    sums = timed(sh(f"cd '{tree}' && find . -type f -print0 | xargs -0 sha256sum > /dev/null"), runs)
+    out["sha256sum_tree_s"], out["dropscan_tar_s"] = round(sums, 3), round(ours, 3)
+    out["dropscan_vs_sha256sum"] = round(ours / sums, 3)
+    if shutil.which("hashdeep"):
+        known = work / "known.txt"
+        subprocess.run(f"cd '{tree}' && hashdeep -c sha256 -r -l . > '{known}'", shell=True, check=True)
+        audit = timed(sh(f"cd '{tree}' && hashdeep -c sha256 -r -l -a -k '{known}' . || true"), runs)
+        out["hashdeep_audit_s"] = round(audit, 3)
+        out["dropscan_vs_hashdeep_audit"] = round(ours / audit, 3)
+    else:
+        out["hashdeep_audit_s"] = None  # apt-get install hashdeep
+    return out
+
+
+def bench_flow(upstream: tuple[str, str, Path], drop: Path, lookup_keys: int) -> dict[str, Any]:
+    """Ingest and scan on the embedded stack; DynamoDB calls per 1,000 files; lookups per second."""
+    from dropscan.dynamo import BatchTable
+    from dropscan.local.embedded import embedded
+    from dropscan.releases import release_report_key
+
+    pkg, ver, archive = upstream
+    with open(os.devnull, "w") as log, embedded(log_stream=log) as es:
+        t = time.perf_counter()
+        es.client.ingest(archive, pkg, ver)
+        ingest_s = time.perf_counter() - t
+        key = release_report_key(pkg, ver)
+        report = json.loads(es.client.s3.get_object(Bucket=es.names.upstream_bucket, Key=key)["Body"].read())
+        t = time.perf_counter()
+        _, scan_id = es.client.upload_drop(drop, "bench")
+        manifest = es.client.wait_manifest("bench", scan_id, timeout=3600)
+        scan_s = time.perf_counter() - t
+        assert manifest is not None
+        dyn = manifest["stats"]["dynamodb"]
+        table = BatchTable(es.session.client("dynamodb"), es.names.upstream_table)
+        keys = [{"pk": {"S": f"{i:064x}"}} for i in range(lookup_keys)]
+        t = time.perf_counter()
+        table.get_many(keys)
+        lookups_per_s = lookup_keys / (time.perf_counter() - t)
+    files = report["files"]
+    calls = report["dynamodb"]["batch_get_calls"] + report["dynamodb"]["batch_write_calls"]
+    scanned = max(1, manifest["summary"]["files"])
+    return {
+        "ingest": {
+            "wall_s": round(ingest_s, 2),
+            "files_per_s": round(files / ingest_s, 1),
+            "dynamodb_calls_per_1000_files": round(1000 * calls / files, 1),
+            **report,
+        },
+        "scan": {
+            "files": scanned,
+            "wall_s": round(scan_s, 2),
+            "batch_get_calls_per_1000_files": round(1000 * dyn["batch_get_calls"] / scanned, 1),
+            "stats": manifest["stats"],
+        },
+        "lookup_keys_per_s_moto": round(lookups_per_s, 1),
+    }
+
+
+def write_report(results: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    lines = [
+        f"# dropscan bench ({results['source']}, median of {results['runs']} runs)",
+        "",
+        "| format | MB | floor s | dropscan s | ratio | MB/s | RSS MB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results["hash"]:
+        cells = [r["format"], f"{r['bytes'] / 1e6:.0f}", r["floor_s"], r["dropscan_s"], r["ratio"]]
+        cells += [r["MB_per_s"], r["peak_rss_MB"]]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines += ["", "```", json.dumps({k: v for k, v in results.items() if k != "hash"}, indent=1), "```"]
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(6, 3))
+    fmts = [r["format"] for r in results["hash"]]
+    ax.bar(fmts, [r["ratio"] for r in results["hash"]], color="#4477aa")
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    ax.set_ylabel("dropscan hash / floor")
+    ax.set_title("hash time relative to decompression alone (lower is better)")
+    fig.tight_layout()
+    fig.savefig(out / "hash.png", dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--upstream", required=True, help="PACKAGE@VERSION=ARCHIVE (.tar.xz or .tar.bz2)")
+    ap.add_argument("--drop", required=True, help="a drop derived from that upstream")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--lookup-keys", type=int, default=20_000)
+    ap.add_argument("--out", default="bench-out")
+    a = ap.parse_args(argv)
+    spec, _, path = a.upstream.partition("=")
+    pkg, _, ver = spec.partition("@")
+    source = Path(path)
+    results: dict[str, Any] = {"source": source.name, "runs": a.runs, "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory() as tmp:
+        files = formats_of(source, Path(tmp))
+        results["hash"] = bench_hash(files, a.runs)
+        results["peers"] = bench_peers(files["tar"], Path(tmp), a.runs)
+    results["flow"] = bench_flow((pkg, ver, source), Path(a.drop), a.lookup_keys)
+    write_report(results, Path(a.out))
+    print((Path(a.out) / "results.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
