@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from boto3.s3.transfer import TransferConfig
 
 from dropscan.manifest import manifest_key
 from dropscan.models import Trust
@@ -22,6 +23,9 @@ from dropscan.releases import release_error_key, release_key
 from dropscan.upstream_db import UpstreamDB
 
 Pump = Callable[[Callable[[], bool], float], bool]
+
+# One PUT (S3 takes up to 5 GB so) gives one ObjectCreated event; above that, multipart in 256 MB parts.
+SINGLE_PUT = TransferConfig(multipart_threshold=5 * 1024**3, multipart_chunksize=256 * 1024**2)
 
 
 def poll(done: Callable[[], bool], timeout: float) -> bool:
@@ -102,7 +106,9 @@ class Client:
             return  # already ingested: the database keeps releases between runs
         meta = {"trust": trust.value} if trust else {}
         key = f"upstream/{package}/{version}/{archive.name}"
-        self.s3.upload_file(str(archive), self.names.upstream_bucket, key, ExtraArgs={"Metadata": meta})
+        self.s3.upload_file(
+            str(archive), self.names.upstream_bucket, key, ExtraArgs={"Metadata": meta}, Config=SINGLE_PUT
+        )
         error_key = release_error_key(package, version)
 
         def done() -> bool:
@@ -124,7 +130,9 @@ class Client:
     ) -> tuple[str, str]:
         """Upload to drops/<supplier>/<name>; returns (key, scan id)."""
         key = f"drops/{supplier}/{drop.name}"
-        self.s3.upload_file(str(drop), self.names.drops_bucket, key, ExtraArgs={"Metadata": metadata or {}})
+        self.s3.upload_file(
+            str(drop), self.names.drops_bucket, key, ExtraArgs={"Metadata": metadata or {}}, Config=SINGLE_PUT
+        )
         etag = self.s3.head_object(Bucket=self.names.drops_bucket, Key=key)["ETag"].strip('"')
         return key, scan_id_for(self.names.drops_bucket, key, etag)
 

@@ -381,6 +381,15 @@ def release_files(records: Iterable[FileRecord]) -> tuple[dict[str, str], list[F
     return paths, digests
 
 
+def _ingest_report(svc: Services, package: str, version: str) -> dict[str, Any] | None:
+    try:
+        obj = svc.s3.get_object(Bucket=svc.settings.upstream_bucket, Key=release_report_key(package, version))
+    except svc.s3.exceptions.NoSuchKey:
+        return None
+    report: dict[str, Any] = json.loads(obj["Body"].read())
+    return report
+
+
 def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
     """Hash an upstream release archive into the upstream table and its path list."""
     head = svc.s3.head_object(Bucket=bucket, Key=key)
@@ -395,6 +404,13 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
             f"cannot tell package and version of {key!r}: use upstream/<package>/<version>/<file>"
         )
     trust = Trust(meta["trust"]) if meta.get("trust") else None
+    etag = head.get("ETag", "").strip('"')
+    previous = _ingest_report(svc, package, version)
+    if previous and previous.get("etag") == etag and previous.get("source") == key:
+        # a redelivered event or a repeated upload of the same archive: the release is in already
+        if trust:
+            svc.upstream().set_trust(package, trust)
+        return IngestResult(package, version, int(previous["files"]), 0)
     body_stream = svc.s3.get_object(Bucket=bucket, Key=key)["Body"]
     started = time.perf_counter()
     try:
@@ -415,6 +431,7 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
         "package": package,
         "version": version,
         "source": key,
+        "etag": etag,
         "files": len(paths),
         "items_written": written,
         "dynamodb": db.stats.as_dict(),

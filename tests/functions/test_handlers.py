@@ -115,11 +115,33 @@ def test_lookup_counts_a_redelivered_chunk_once(stack: EmbeddedStack, tmp_path: 
     assert scan is not None and int(scan.chunks_done) == 1
 
 
-def test_ingest_again_writes_nothing(stack: EmbeddedStack, tmp_path: Path) -> None:
+def test_ingest_of_the_same_release_again_writes_nothing(stack: EmbeddedStack, tmp_path: Path) -> None:
     from dropscan.pipeline import ingest_release
 
-    archive = make_tar(tmp_path / "foo-1.0.tar.gz", UPSTREAM_FILES)
-    stack.client.s3.upload_file(str(archive), stack.names.upstream_bucket, "upstream/foo/1.0/foo-1.0.tar.gz")
+    gz = make_tar(tmp_path / "foo-1.0.tar.gz", UPSTREAM_FILES)
+    stack.client.s3.upload_file(str(gz), stack.names.upstream_bucket, "upstream/foo/1.0/foo-1.0.tar.gz")
     stack.dispatcher.drain(timeout=30)
-    again = ingest_release(current_services(), stack.names.upstream_bucket, "upstream/foo/1.0/foo-1.0.tar.gz")
+    # the same files in another container: every digest item already holds them
+    bz2 = make_tar(tmp_path / "foo-1.0.tar.bz2", UPSTREAM_FILES, "bz2")
+    stack.client.s3.upload_file(str(bz2), stack.names.upstream_bucket, "upstream/foo/1.0/foo-1.0.tar.bz2")
+    for m in stack.stack.mappings:
+        stack.session.client("sqs").purge_queue(QueueUrl=m.queue_url)
+    again = ingest_release(
+        current_services(), stack.names.upstream_bucket, "upstream/foo/1.0/foo-1.0.tar.bz2"
+    )
     assert (again.files, again.items_written) == (len(UPSTREAM_FILES), 0)
+
+
+def test_a_redelivered_ingest_event_is_skipped(stack: EmbeddedStack, tmp_path: Path, app: Any) -> None:
+    key = "upstream/foo/1.0/foo-1.0.tar.gz"
+    stack.client.s3.upload_file(
+        str(make_tar(tmp_path / "f.tar.gz", UPSTREAM_FILES)), stack.names.upstream_bucket, key
+    )
+    stack.dispatcher.drain(timeout=30)
+    before = stack.client.s3.get_object(
+        Bucket=stack.names.upstream_bucket, Key="releases/foo/1.0.ingest.json"
+    )
+    event = load_event("sqs_s3_object_created.json", BUCKET=stack.names.upstream_bucket, KEY=key)
+    assert app("IngestFunction")(event, context()) == {"batchItemFailures": []}
+    after = stack.client.s3.get_object(Bucket=stack.names.upstream_bucket, Key="releases/foo/1.0.ingest.json")
+    assert after["ETag"] == before["ETag"]  # the report was not rewritten: nothing was hashed again
