@@ -181,6 +181,7 @@ def test_a_non_seekable_stream_is_read(build: Callable[[], bytes]) -> None:
     [
         pytest.param(b"just some text\n" * 1000, id="text"),
         pytest.param(gzip.compress(b"a man page\n" * 100), id="gzip-of-text"),
+        pytest.param(gzip.compress(b"hello\nworld\n" * 50), id="gzip-of-word-lines"),  # mtree look-alike
         pytest.param(bytes(range(256)) * 5000, id="binary"),
         pytest.param(b"", id="empty"),
     ],
@@ -192,6 +193,16 @@ def test_a_non_archive_input_is_one_file(
     assert [(r.path, r.size, r.sha256, r.unreadable) for r in records] == [
         ("notes.txt", len(data), sha(data), None)
     ]
+
+
+def test_an_mtree_spec_never_reads_local_files(tmp_path: Path) -> None:
+    # Given an upload that is an mtree spec naming a file on this machine
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"local data\n")
+    spec = f"#mtree\n{secret} type=file size=11\n".encode()
+    # When walked, Then it is one text file: libarchive's mtree reader (which opens the files it
+    # names) is not enabled
+    assert [(r.path, r.sha256) for r in walk(io.BytesIO(spec), "spec")] == [("spec", sha(spec))]
 
 
 def test_a_top_level_archive_broken_midway_raises_after_what_was_read() -> None:

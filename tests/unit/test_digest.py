@@ -48,12 +48,21 @@ def reference(data: bytes) -> tuple[int, str, str, str]:
     return len(data), sha(data), sha(ref_kw(data)), sha(ref_ws(data))
 
 
-def fed(data: bytes, cuts: list[int], buffer_limit: int) -> tuple[int, str, str, str]:
-    """Digest ``data`` split at ``cuts``."""
+# Fed first, these make the Digester decide "text" at once, so what follows really streams when
+# buffer_limit is small (the decision needs TEXT_SNIFF bytes). The second leaves a blank run open.
+PAD = b"pad\n" * (TEXT_SNIFF // 4)
+PAD_OPEN = b"pad " * (TEXT_SNIFF // 4)
+
+
+def fed(data: bytes, cuts: list[int], buffer_limit: int, pad: bytes = b"") -> tuple[int, str, str, str]:
+    """Digest ``pad + data``, the pad as one block and ``data`` split at ``cuts``."""
     digester = Digester("f", buffer_limit=buffer_limit)
+    digester.update(pad)
     bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
-    for start, end in itertools.pairwise(bounds):
+    for start, end in zip(bounds, bounds[1:], strict=False):
         digester.update(data[start:end])
+    if pad and len(pad) + len(data) > buffer_limit:
+        assert digester._stream is not None, "the streaming path was not taken"
     result = digester.finish()
     return result.size, result.sha256, result.kw, result.ws
 
@@ -205,15 +214,18 @@ _SAMPLE = (
 )
 
 
-@pytest.mark.parametrize("buffer_limit", [0, 7, 1 << 30])
-def test_every_single_cut_gives_the_reference(buffer_limit: int) -> None:
-    expected = reference(_SAMPLE)
+@pytest.mark.parametrize(
+    ("buffer_limit", "pad"), [(0, PAD), (0, PAD_OPEN), (1 << 30, PAD), (1 << 30, b"")], ids=str
+)
+def test_every_single_cut_gives_the_reference(buffer_limit: int, pad: bytes) -> None:
+    expected = reference(pad + _SAMPLE)
     for cut in range(len(_SAMPLE) + 1):
-        assert fed(_SAMPLE, [cut], buffer_limit) == expected, cut
+        assert fed(_SAMPLE, [cut], buffer_limit, pad) == expected, cut
 
 
-def test_byte_by_byte_streaming_gives_the_reference() -> None:
-    assert fed(_SAMPLE, list(range(len(_SAMPLE))), 0) == reference(_SAMPLE)
+@pytest.mark.parametrize("pad", [PAD, PAD_OPEN], ids=["pad", "open-blank-pad"])
+def test_byte_by_byte_streaming_gives_the_reference(pad: bytes) -> None:
+    assert fed(_SAMPLE, list(range(len(_SAMPLE))), 0, pad) == reference(pad + _SAMPLE)
 
 
 @pytest.mark.parametrize(
@@ -226,10 +238,14 @@ def test_byte_by_byte_streaming_gives_the_reference() -> None:
         b"a" + b" \t" * 3000 + b"b\n",  # a long blank run that is not trailing
         b"a" + b" " * 3000,  # blanks up to the end
         b"a" + b"\r" * 3000 + b"\n",  # CRs at every boundary
+        b"a\r",  # a lone CR ends the file
+        b"a \t\r",  # ... after blanks
+        b"$Id: x $$Rev",  # a keyword prefix ends the file
     ],
 )
 def test_state_that_spans_many_blocks(text: bytes) -> None:
-    assert fed(text, list(range(0, len(text), 97)), 0) == reference(text)
+    for step in (1, 97):
+        assert fed(text, list(range(0, len(text), step)), 0, PAD) == reference(PAD + text)
 
 
 def test_text_over_the_buffer_limit_is_streamed_with_the_same_result() -> None:
@@ -274,13 +290,14 @@ _TOKENS = st.sampled_from(
 @given(
     tokens=st.lists(_TOKENS, max_size=60),
     cuts=st.lists(st.integers(min_value=0), max_size=12),
-    buffer_limit=st.sampled_from([0, 5, 1 << 30]),
+    setup=st.sampled_from([(0, PAD), (0, PAD_OPEN), (1 << 30, b""), (0, b"")]),
 )
 def test_any_split_of_keyword_rich_text_gives_the_reference(
-    tokens: list[bytes], cuts: list[int], buffer_limit: int
+    tokens: list[bytes], cuts: list[int], setup: tuple[int, bytes]
 ) -> None:
+    buffer_limit, pad = setup
     data = b"".join(tokens)
-    assert fed(data, cuts, buffer_limit) == reference(data)
+    assert fed(data, cuts, buffer_limit, pad) == reference(pad + data)
 
 
 @settings(max_examples=100, deadline=None)
