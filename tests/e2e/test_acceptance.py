@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import email
+import email.policy
 import json
 import os
 import subprocess
@@ -66,5 +68,7 @@ def test_busybox_drop_matches_ground_truth_on_every_file(busybox_case: Path, tmp
     deleted = {p.split("/", 1)[1] for c in expected["components"] for p in c["deleted"]}
     assert set(component["missing"]) == deleted
     [eml] = list((tmp_path / "eml").glob("*.eml"))
+    mail = email.message_from_bytes(eml.read_bytes(), policy=email.policy.default)
     summary = manifest["summary"]
-    assert f"{summary['review']} of {summary['files']:,} files" in eml.read_text()
+    assert f"{summary['review']} of {summary['files']:,} files" in mail["Subject"]
+    assert "busybox 1.35.0 [busybox-1.35.0-acme/]" in mail.get_content()
