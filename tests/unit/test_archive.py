@@ -18,7 +18,7 @@ from typing import Any
 import libarchive
 import pytest
 
-from dropscan.archive import ArchiveReadError, walk
+from dropscan.archive import READ_BLOCK, ArchiveReadError, walk
 from dropscan.models import FileRecord, Kind
 
 ELF = b"\x7fELF\x02\x01\x01" + b"\0" * 57
@@ -355,6 +355,23 @@ def test_nested_archives_spill_to_spool_dir(tmp_path: Path, monkeypatch: pytest.
     records = walk(io.BytesIO(tar({"i.tar.gz": inner})), "d.tar", spool_dir=str(tmp_path))
     assert hashes(records) == {"i.tar.gz!/a": sha(bytes(range(256)) * 8000)}
     assert dirs == [str(tmp_path)]
+
+
+def test_a_non_seekable_archive_is_not_recorded_past_its_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a stream that is an archive, When walked, Then only the bytes read until libarchive knew
+    # the format were kept for the not-an-archive fallback
+    kept: list[int] = []
+    real = tempfile.SpooledTemporaryFile
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def write(self, data: bytes) -> int:
+            kept.append(len(data))
+            return int(super().write(data))
+
+    monkeypatch.setattr(tempfile, "SpooledTemporaryFile", Counting)
+    data = tar({f"f{i}": bytes(range(256)) * 20_000 for i in range(8)})  # 40 MB
+    assert len(hashes(walk(OnlyRead(data), "x.tar"))) == 8
+    assert 0 < sum(kept) <= 2 * READ_BLOCK
 
 
 # --- memory -----------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def fed(data: bytes, cuts: list[int], buffer_limit: int, pad: bytes = b"") -> tu
     digester = Digester("f", buffer_limit=buffer_limit)
     digester.update(pad)
     bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
-    for start, end in zip(bounds, bounds[1:], strict=False):
+    for start, end in itertools.pairwise(bounds):
         digester.update(data[start:end])
     if pad and len(pad) + len(data) > buffer_limit:
         assert digester._stream is not None, "the streaming path was not taken"
