@@ -18,7 +18,7 @@ from boto3.s3.transfer import TransferConfig
 
 from dropscan.manifest import manifest_key
 from dropscan.models import Trust
-from dropscan.pipeline import scan_id_for
+from dropscan.pipeline import object_exists, scan_id_for
 from dropscan.releases import release_error_key, release_key
 from dropscan.upstream_db import UpstreamDB
 
@@ -89,11 +89,7 @@ class Client:
         self.changed = True
 
     def _exists(self, bucket: str, key: str) -> bool:
-        try:
-            self.s3.head_object(Bucket=bucket, Key=key)
-        except self.s3.exceptions.ClientError:
-            return False
-        return True
+        return object_exists(self.s3, bucket, key)
 
     def ingest(
         self, archive: Path, package: str, version: str, *, trust: Trust | None = None, timeout: float = 3600

@@ -257,10 +257,11 @@ def lookup_chunk(svc: Services, message: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------ stage 3: finalize
-def _exists(svc: Services, bucket: str, key: str) -> bool:
+def object_exists(s3: Any, bucket: str, key: str) -> bool:
+    """HEAD the object; only "not found" means False (access denied and the like are raised)."""
     try:
-        svc.s3.head_object(Bucket=bucket, Key=key)
-    except svc.s3.exceptions.ClientError as e:
+        s3.head_object(Bucket=bucket, Key=key)
+    except s3.exceptions.ClientError as e:
         if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
             return False
         raise
@@ -280,7 +281,8 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     if scan is None:
         raise LookupError(f"no scan {scan_id}")
     key = manifest_key(scan.supplier, scan_id)
-    if _exists(svc, svc.settings.results_bucket, key) or not svc.scans.claim_finalize(scan_id, token):
+    written = object_exists(svc.s3, svc.settings.results_bucket, key)
+    if written or not svc.scans.claim_finalize(scan_id, token):
         return None
     files: list[dict[str, Any]] = []
     stats = CallStats()
