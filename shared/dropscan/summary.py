@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dropscan.manifest import manifest_key
+from dropscan.reports import view
+
 SUBJECT_LIMIT = 99  # SNS rejects subjects of 100 characters or more
 
 _LABELS = (
@@ -31,7 +34,7 @@ def subject(manifest: Mapping[str, Any]) -> str:
 
 
 def component_line(c: Mapping[str, Any]) -> str:
-    """``u-boot 2023.01 — 19,278 files, 99.2 % identical, 14 VCS-only, ... 3 upstream files missing``."""
+    """``u-boot 2023.01 — high trust, upstream licence GPL-2.0-or-later, 19,278 files, 99.2 % identical, …``."""
     classes = c["classes"]
     nonempty = max(1, c["files"] - classes.get("empty", 0))
     name = (
@@ -40,6 +43,10 @@ def component_line(c: Mapping[str, Any]) -> str:
         else f"{c['prefix'] or '(top level)'} unidentified"
     )
     parts = [f"{c['files']:,} files", f"{100.0 * classes.get('identical', 0) / nonempty:.1f} % identical"]
+    if c.get("license"):
+        parts.insert(0, f"upstream licence {c['license']}")
+    if c.get("trust"):
+        parts.insert(0, f"{c['trust']} trust")
     parts += [f"{classes[k]:,} {label}" for k, label in _LABELS if classes.get(k)]
     if c["missing"]:
         parts.append(f"{len(c['missing']):,} upstream files missing")
@@ -77,10 +84,12 @@ def body(manifest: Mapping[str, Any], *, review_limit: int = 50) -> str:
             else:
                 lines.append(f"  undeclared {m['found']}{where}")
         lines.append("")
+    lines += _flag_lines(manifest, review_limit)
     review = [f for f in manifest["files"] if f["class"] in ("modified", "added")]
+    lines += _licence_lines(review)
     if review:
         lines.append("Review set:")
-        lines += [f"  {f['class']:<9} {f['path']}" for f in review[:review_limit]]
+        lines += [_review_line(f) for f in review[:review_limit]]
         if len(review) > review_limit:
             lines.append(f"  … and {len(review) - review_limit:,} more (see the manifest)")
         lines.append("")
@@ -89,7 +98,63 @@ def body(manifest: Mapping[str, Any], *, review_limit: int = 50) -> str:
         lines.append("Unreadable nested archives:")
         lines += [f"  {f['path']}: {f['unreadable']}" for f in unreadable[:review_limit]]
         lines.append("")
+    lines += _report_lines(manifest)
     return "\n".join(lines)
+
+
+def _flag_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
+    if not view.has_triage(manifest):
+        return []
+    found = view.flags(manifest)
+    if not found:
+        return ["Red flags: none.", ""]
+    counts = view.flag_counts(manifest)
+    lines = [f"Red flags ({counts['action-required']:,} action required, {counts['review']:,} to review):"]
+    for f in found[:limit]:
+        label = "ACTION" if f.get("severity") == "action-required" else "review"
+        lines.append(f"  {label:<6} {f.get('kind', ''):<20} {view.flag_location(f)}")
+        if f.get("detail"):
+            lines.append(f"         {f['detail']}")
+        if f.get("evidence"):
+            lines.append(f"         > {_one_line(str(f['evidence']))}")
+    if len(found) > limit:
+        lines.append(f"  … and {len(found) - limit:,} more (see the manifest)")
+    return [*lines, ""]
+
+
+def _licence_lines(review: list[Mapping[str, Any]]) -> list[str]:
+    """Licence statements found in the review set: each expression with how many files state it."""
+    files_of: dict[str, list[str]] = {}
+    for f in review:
+        for expr in dict.fromkeys(lic["expression"] for lic in view.licence_findings(f)):
+            files_of.setdefault(expr, []).append(f["path"])
+    if not files_of:
+        return []
+    lines = ["Licences stated in the review set:"]
+    width = max(len(e) for e in files_of)
+    for expr, paths in sorted(files_of.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        example = ", ".join(p.rsplit("/", 1)[-1] for p in paths[:3]) + (", …" if len(paths) > 3 else "")
+        lines.append(f"  {expr:<{width}} {len(paths):>6,} file{'s' if len(paths) != 1 else ' '}  ({example})")
+    return [*lines, ""]
+
+
+def _review_line(f: Mapping[str, Any]) -> str:
+    found = list(dict.fromkeys(lic["expression"] for lic in view.licence_findings(f)))
+    return f"  {f['class']:<9} {f['path']}" + (f"  [{'; '.join(found)}]" if found else "")
+
+
+def _report_lines(manifest: Mapping[str, Any]) -> list[str]:
+    reports = manifest.get("reports") or {}
+    if not reports:
+        return []
+    lines = ["Reports (beside the manifest):", f"  manifest   {manifest_key(manifest['supplier'], manifest['scan_id'])}"]
+    lines += [f"  {name:<10} {key}" for name, key in reports.items()]
+    return [*lines, ""]
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def message_attributes(manifest: Mapping[str, Any]) -> dict[str, Any]:

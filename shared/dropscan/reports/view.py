@@ -1,0 +1,184 @@
+"""What every report reads from a manifest; the triage fields (licences, red flags, trust) are optional."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dropscan.models import CLASS_ORDER, REVIEW_CLASSES
+
+Manifest = Mapping[str, Any]
+
+CLASSES: tuple[str, ...] = tuple(c.value for c in CLASS_ORDER)
+REVIEW: frozenset[str] = frozenset(c.value for c in REVIEW_CLASSES)
+SEVERITIES: tuple[str, ...] = ("action-required", "review")
+
+
+def drop_name(manifest: Manifest) -> str:
+    return str(manifest["source"]["key"]).rsplit("/", 1)[-1]
+
+
+def component_name(c: Mapping[str, Any]) -> str:
+    """``busybox 1.35.0``, or the folder of an unidentified component."""
+    if c.get("identified") and c.get("package"):
+        return f"{c['package']} {c['version']}" if c.get("version") else str(c["package"])
+    return str(c.get("prefix") or "").rstrip("/") or "(top level)"
+
+
+def purl(c: Mapping[str, Any]) -> str | None:
+    """``pkg:generic/busybox@1.35.0`` for an identified component; None when nothing was identified."""
+    if not (c.get("identified") and c.get("package")):
+        return None
+    from packageurl import PackageURL
+
+    return str(PackageURL(type="generic", name=c["package"], version=c.get("version") or None).to_string())
+
+
+def has_triage(manifest: Manifest) -> bool:
+    """Whether the review set was scanned for licences and red flags (manifests before issue 5 were not)."""
+    return "flags" in manifest or "triage" in manifest
+
+
+def severity_rank(severity: str | None) -> int:
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+
+
+def flags(manifest: Manifest) -> list[dict[str, Any]]:
+    """The red flags, most severe first, then by path and line."""
+    return sorted(
+        manifest.get("flags") or [],
+        key=lambda f: (severity_rank(f.get("severity")), f.get("path") or "", f.get("line") or 0),
+    )
+
+
+def flag_counts(manifest: Manifest) -> dict[str, int]:
+    counts = (manifest.get("summary") or {}).get("flags")
+    if isinstance(counts, Mapping):
+        return {s: int(counts.get(s, 0)) for s in SEVERITIES}
+    found = flags(manifest)
+    return {s: sum(1 for f in found if f.get("severity") == s) for s in SEVERITIES}
+
+
+def licence_findings(f: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [lic for lic in f.get("licenses") or [] if lic.get("expression")]
+
+
+def finding_label(lic: Mapping[str, Any]) -> str:
+    """``BSD-3-Clause (spdx-tag, line 3)``."""
+    where = [str(lic["source"])] if lic.get("source") else []
+    if lic.get("line"):
+        end = lic.get("end_line")
+        where.append(f"lines {lic['line']}–{end}" if end and end != lic["line"] else f"line {lic['line']}")
+    return f"{lic['expression']} ({', '.join(where)})" if where else str(lic["expression"])
+
+
+def flag_location(f: Mapping[str, Any]) -> str:
+    return f"{f['path']}:{f['line']}" if f.get("line") else str(f.get("path") or "")
+
+
+@dataclass
+class ComponentView:
+    """One component with the parts of the manifest that belong to it: review files, flags, unreadable files."""
+
+    data: Mapping[str, Any]
+    review: list[Mapping[str, Any]] = field(default_factory=list)
+    flags: list[Mapping[str, Any]] = field(default_factory=list)
+    unreadable: list[Mapping[str, Any]] = field(default_factory=list)
+
+    @property
+    def prefix(self) -> str:
+        return str(self.data.get("prefix") or "")
+
+    @property
+    def name(self) -> str:
+        return component_name(self.data)
+
+    @property
+    def classes(self) -> dict[str, int]:
+        counts = self.data.get("classes") or {}
+        return {c: int(counts.get(c, 0)) for c in CLASSES}
+
+    @property
+    def licence(self) -> str | None:
+        value = self.data.get("license")
+        return str(value) if value else None
+
+    @property
+    def trust(self) -> str | None:
+        value = self.data.get("trust")
+        return str(value) if value else None
+
+
+def owner(prefixes: Sequence[str], path: str) -> str | None:
+    """The longest component prefix of ``path`` (files of older manifests may lack ``component``)."""
+    best: str | None = None
+    for p in prefixes:
+        if path.startswith(p) and (best is None or len(p) > len(best)):
+            best = p
+    return best
+
+
+def components(manifest: Manifest) -> list[ComponentView]:
+    """The components in manifest order, each with its review files, flags and unreadable files.
+
+    One pass over ``files``: a kernel manifest holds 80,000 of them and only the few thousand of the
+    review set are kept.
+    """
+    views = [ComponentView(c) for c in manifest.get("components") or []]
+    by_prefix = {v.prefix: v for v in views}
+    prefixes = list(by_prefix)
+
+    def view_of(path: str, declared: Any) -> ComponentView | None:
+        key = declared if isinstance(declared, str) and declared in by_prefix else owner(prefixes, path)
+        return by_prefix.get(key) if key is not None else None
+
+    for f in manifest.get("files") or []:
+        if f["class"] not in REVIEW and not f.get("unreadable"):
+            continue
+        v = view_of(f["path"], f.get("component"))
+        if v is None:
+            continue
+        if f["class"] in REVIEW:
+            v.review.append(f)
+        if f.get("unreadable"):
+            v.unreadable.append(f)
+    for fl in flags(manifest):
+        v = view_of(str(fl.get("path") or ""), fl.get("component"))
+        if v is not None:
+            v.flags.append(fl)
+    return views
+
+
+def unassigned_flags(manifest: Manifest, views: Iterable[ComponentView]) -> list[Mapping[str, Any]]:
+    """Flags that belong to no component (a flag on the drop as a whole)."""
+    placed = {id(f) for v in views for f in v.flags}
+    return [f for f in flags(manifest) if id(f) not in placed]
+
+
+def trusted_releases(manifest: Manifest) -> list[dict[str, Any]]:
+    """The upstream releases the scan matched components against, with their trust level when recorded."""
+    out = []
+    for c in manifest.get("components") or []:
+        if c.get("identified") and c.get("package"):
+            out.append(
+                {
+                    "release": component_name(c),
+                    "prefix": c.get("prefix") or "",
+                    "trust": c.get("trust"),
+                    "license": c.get("license"),
+                    "match_pct": c.get("match_pct"),
+                }
+            )
+    return out
+
+
+def low_trust_packages(manifest: Manifest) -> list[str]:
+    """Packages that explained files only as low-trust matches (collections, not releases)."""
+    names = {
+        u["package"]
+        for f in manifest.get("files") or []
+        if f["class"] == "low-trust"
+        for u in f.get("upstream") or []
+    }
+    return sorted(names)
