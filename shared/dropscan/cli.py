@@ -1,4 +1,4 @@
-"""The dropscan command line: scan, hash, ingest, up, demo."""
+"""The dropscan command line: scan, hash, ingest, db, report, up, demo."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from dropscan import __version__
 from dropscan.models import Trust
+from dropscan.reports import FORMATS
 from dropscan.releases import parse_archive_name
 
 
@@ -225,6 +226,23 @@ def cmd_db(a: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ report
+def cmd_report(a: argparse.Namespace) -> int:
+    from dropscan.reports import ManifestError, load_manifest, render
+
+    try:
+        manifest = load_manifest(Path(a.manifest).expanduser())
+    except ManifestError as e:  # a bad input file, not bad usage: one line, no usage text
+        print(f"dropscan: error: {e}", file=sys.stderr)
+        return 2
+    text = render(manifest, a.format)
+    if a.out:
+        Path(a.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
 # ------------------------------------------------------------------ up / demo
 def cmd_up(a: argparse.Namespace) -> int:
     from dropscan.local.server import serve
@@ -302,6 +320,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("level", choices=[t.value for t in Trust])
     _add_target(p)
     db.set_defaults(func=cmd_db)
+
+    p = sub.add_parser("report", help="render a manifest as text, HTML, SPDX 2.3 or CycloneDX 1.6 JSON")
+    p.add_argument("manifest", help="a manifest.json (plain or gzip-compressed)")
+    p.add_argument("--format", "-f", choices=list(FORMATS), default="text")
+    p.add_argument("--out", "-o", metavar="FILE", help="write here instead of standard output")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("up", help="run the local stack as a moto server with the dispatcher")
     p.add_argument("--host", default="127.0.0.1")

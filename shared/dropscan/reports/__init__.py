@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
+from pathlib import Path
 from typing import Any
+
+
+class ManifestError(ValueError):
+    """A file that is not a readable dropscan manifest; the message is one line for the user."""
 
 
 @dataclass(frozen=True)
@@ -34,3 +41,36 @@ FORMATS: dict[str, Format] = {
 def render(manifest: Mapping[str, Any], fmt: str) -> str:
     """The report ``fmt`` (a key of FORMATS) of ``manifest``."""
     return FORMATS[fmt].renderer()(manifest)
+
+
+def load_manifest(path: Path) -> dict[str, Any]:
+    """The manifest at ``path`` (JSON, or gzip-compressed JSON), checked against the manifest schema."""
+    import jsonschema
+
+    from dropscan.manifest import validate
+
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ManifestError(f"no such manifest: {path}") from None
+    except OSError as e:
+        raise ManifestError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        data = json.loads(raw)
+    except (OSError, EOFError, ValueError) as e:
+        raise ManifestError(f"{path}: not a JSON manifest: {_first_line(str(e))}") from None
+    try:
+        validate(data)
+    except jsonschema.ValidationError as e:
+        where = "/".join(str(p) for p in e.absolute_path) or "top level"
+        raise ManifestError(f"{path}: not a dropscan manifest ({where}): {_first_line(e.message)}") from None
+    if not isinstance(data, dict):  # the schema says object; this keeps the type checker informed
+        raise ManifestError(f"{path}: not a dropscan manifest")
+    return data
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "unknown error"
+    return line if len(line) <= limit else line[: limit - 1] + "…"

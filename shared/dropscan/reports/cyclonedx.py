@@ -1,0 +1,183 @@
+"""The CycloneDX 1.6 JSON SBOM of a scan (cyclonedx-python-lib): components as purls, review files within.
+
+Each component of the drop is a library component: an identified one carries the purl of its upstream
+release (``pkg:generic/busybox@1.35.0``), its declared licence and identity evidence (hash comparison, with
+the share of its files identical to the release as confidence); an unidentified one is named by its folder.
+The files of its review set (modified, added) are file components nested in it, with their hashes, the
+licences stated in them as evidence, and red flags as ``dropscan:flag`` properties. Files identical to
+upstream are counted, not listed: they are the release itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from cyclonedx.model import HashAlgorithm, HashType, Property
+from cyclonedx.model.bom import Bom, BomMetaData
+from cyclonedx.model.component import Component, ComponentType
+from cyclonedx.model.component_evidence import (
+    AnalysisTechnique,
+    ComponentEvidence,
+    Identity,
+    IdentityField,
+    Method,
+    Occurrence,
+)
+from cyclonedx.model.contact import OrganizationalEntity
+from cyclonedx.model.license import LicenseAcknowledgement, LicenseExpression
+from cyclonedx.output.json import JsonV1Dot6
+from packageurl import PackageURL
+
+from dropscan import __version__
+from dropscan.reports import view
+from dropscan.reports.spdx import NAMESPACE, created
+
+P = "dropscan:"  # property namespace
+
+
+def render(manifest: Mapping[str, Any]) -> str:
+    out: str = JsonV1Dot6(build_bom(manifest)).output_as_string(indent=1)
+    return out
+
+
+def props(pairs: Iterable[tuple[str, Any]]) -> list[Property]:
+    return [Property(name=P + k, value=str(v)) for k, v in pairs if v is not None and v != ""]
+
+
+def licence(expressions: Iterable[str]) -> LicenseExpression | None:
+    """One expression for several statements: the schema allows a single expression per licence list."""
+    found = list(dict.fromkeys(x.strip() for x in expressions if x and x.strip()))
+    if not found:
+        return None
+    value = found[0] if len(found) == 1 else " AND ".join(f"({x})" if " " in x else x for x in found)
+    return LicenseExpression(value, acknowledgement=LicenseAcknowledgement.DECLARED)
+
+
+def build_bom(manifest: Mapping[str, Any]) -> Bom:
+    supplier = OrganizationalEntity(name=str(manifest.get("supplier") or "unknown"))
+    scan_id = str(manifest.get("scan_id") or "unknown")
+    drop = _drop(manifest, supplier)
+    meta = BomMetaData(
+        component=drop,
+        supplier=supplier,
+        timestamp=created(manifest),
+        properties=props([("scan-id", scan_id), ("schema", manifest.get("schema"))]),
+    )
+    meta.tools.components.add(Component(type=ComponentType.APPLICATION, name="dropscan", version=__version__))
+    views = view.components(manifest)
+    components = [_component(v, supplier) for v in views]
+    bom = Bom(
+        # the same manifest gives the same serial number: a re-rendered SBOM is the same document
+        serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"{NAMESPACE}/{manifest.get('supplier')}/{scan_id}"),
+        metadata=meta,
+        components=components,
+    )
+    bom.register_dependency(drop, components)
+    return bom
+
+
+def _drop(manifest: Mapping[str, Any], supplier: OrganizationalEntity) -> Component:
+    src = manifest.get("source") or {}
+    s = manifest.get("summary") or {}
+    counts = view.flag_counts(manifest) if view.has_triage(manifest) else {}
+    return Component(
+        type=ComponentType.FILE,
+        name=view.drop_name(manifest),
+        bom_ref="drop",
+        supplier=supplier,
+        hashes=[HashType(alg=HashAlgorithm.SHA_256, content=str(src["sha256"]))] if src.get("sha256") else [],
+        description=f"Source drop {src.get('key')} as audited by dropscan (trust-upstream method).",
+        properties=props(
+            [
+                ("status", manifest.get("status")),
+                ("reason", manifest.get("reason")),
+                ("verdict", manifest.get("verdict")),
+                ("files", s.get("files")),
+                ("review", s.get("review")),
+                ("flags:action-required", counts.get("action-required")),
+                ("flags:review", counts.get("review")),
+            ]
+        ),
+    )
+
+
+def _component(v: view.ComponentView, supplier: OrganizationalEntity) -> Component:
+    c = v.data
+    purl = view.purl(c)
+    evidence = None
+    if purl:
+        confidence = Decimal(str(round(float(c.get("match_pct") or 0) / 100, 4)))
+        evidence = ComponentEvidence(
+            identity=[
+                Identity(
+                    field=IdentityField.PURL,
+                    confidence=confidence,
+                    concluded_value=purl,
+                    methods=[
+                        Method(
+                            technique=AnalysisTechnique.HASH_COMPARISON,
+                            confidence=confidence,
+                            value="SHA-256 of every file against the files of the upstream release",
+                        )
+                    ],
+                )
+            ],
+            occurrences=[Occurrence(location=v.prefix or "/")],
+        )
+    declared = licence([v.licence] if v.licence else [])
+    flagged: dict[str, list[Mapping[str, Any]]] = {}
+    for fl in v.flags:
+        flagged.setdefault(str(fl.get("path")), []).append(fl)
+    return Component(
+        type=ComponentType.LIBRARY,
+        name=str(c["package"]) if purl else v.name,
+        version=str(c["version"]) if purl and c.get("version") else None,
+        purl=PackageURL.from_string(purl) if purl else None,
+        bom_ref=f"component:{v.prefix or '/'}",
+        supplier=supplier,
+        licenses=[declared] if declared else [],
+        evidence=evidence,
+        properties=props(
+            [
+                ("prefix", v.prefix or "(top level)"),
+                ("identified", str(bool(c.get("identified"))).lower()),
+                ("trust", v.trust),
+                ("match-pct", c.get("match_pct")),
+                ("files", c.get("files")),
+                *((f"class:{k}", n) for k, n in v.classes.items()),
+                ("missing", len(c.get("missing") or [])),
+            ]
+        ),
+        components=[_file(f, flagged.get(str(f["path"]), [])) for f in v.review],
+    )
+
+
+def _file(f: Mapping[str, Any], flags: list[Mapping[str, Any]]) -> Component:
+    path = str(f["path"])
+    hashes = [HashType(alg=HashAlgorithm.SHA_256, content=str(f["sha256"]))]
+    if f.get("sha1"):
+        hashes.append(HashType(alg=HashAlgorithm.SHA_1, content=str(f["sha1"])))
+    findings = view.licence_findings(f)
+    found = licence(str(lic["expression"]) for lic in findings)
+    evidence = ComponentEvidence(
+        licenses=[found] if found else [],
+        occurrences=[Occurrence(location=path, line=findings[0].get("line") if findings else None)],
+    )
+    pairs: list[tuple[str, Any]] = [("class", f["class"]), ("kind", f.get("kind")), ("unreadable", f.get("unreadable"))]
+    pairs += [("license", view.finding_label(lic)) for lic in findings]
+    pairs += [
+        ("flag", f"{fl.get('severity')} {fl.get('kind')}" + (f" line {fl['line']}" if fl.get("line") else "")
+         + (f": {fl['detail']}" if fl.get("detail") else ""))
+        for fl in flags
+    ]
+    return Component(
+        type=ComponentType.FILE,
+        name=path,
+        bom_ref=f"file:{path}",
+        hashes=hashes,
+        evidence=evidence,
+        properties=props(pairs),
+    )

@@ -1,0 +1,385 @@
+"""The static HTML report: one self-contained page (inline CSS, no script, nothing fetched) for legal review."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from dropscan import __version__
+from dropscan.reports import view
+from dropscan.reports.view import ComponentView
+
+#: one colour per class; the screenshot test looks for these in the class bars
+CLASS_COLOURS: dict[str, str] = {
+    "identical": "#2e7d32",
+    "vcs-keywords": "#66bb6a",
+    "whitespace": "#aed581",
+    "empty": "#bdbdbd",
+    "low-trust": "#00838f",
+    "modified": "#ef6c00",
+    "added": "#6a1b9a",
+}
+SEVERITY_COLOURS: dict[str, str] = {"action-required": "#c62828", "review": "#f9a825"}
+VERDICT_COLOURS: dict[str, str] = {
+    "clean": "#2e7d32",
+    "review": "#f9a825",
+    "action-required": "#c62828",
+    "rejected": "#455a64",
+    "failed": "#455a64",
+}
+
+CLASS_MEANING: dict[str, str] = {
+    "identical": "byte-for-byte a file of a trusted upstream release",
+    "vcs-keywords": "differs from an upstream file only in expanded version-control keywords ($Id$, …)",
+    "whitespace": "differs from an upstream file only in line endings or trailing blanks",
+    "empty": "zero length: no content, no evidence",
+    "low-trust": "found only in a low-trust source (a collection anyone can publish to): not evidence",
+    "modified": "changed by the supplier: the path exists upstream, the content differs",
+    "added": "added by the supplier: no upstream counterpart",
+}
+SET_ASIDE = ("identical", "vcs-keywords", "whitespace", "empty")
+
+#: rows per component's review list; a component with more is cut with a note (the manifest has them all)
+REVIEW_ROWS = 5_000
+FLAG_ROWS = 5_000
+
+CSS = """
+:root { --ink: #212121; --muted: #616161; --rule: #e0e0e0; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; color: var(--ink);
+       margin: 0; background: #fafafa; }
+main { max-width: 1180px; margin: 0 auto; padding: 24px 32px 48px; background: #fff; }
+h1 { font-size: 26px; margin: 0 0 4px; }
+h2 { font-size: 20px; margin: 36px 0 10px; border-bottom: 2px solid var(--rule); padding-bottom: 4px; }
+h3 { font-size: 16px; margin: 20px 0 8px; }
+p { margin: 6px 0 10px; max-width: 78ch; }
+code, .path { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 13px; }
+.path { overflow-wrap: anywhere; }
+.muted { color: var(--muted); }
+.badge { display: inline-block; padding: 3px 12px; border-radius: 4px; color: #fff; font-weight: 700;
+         letter-spacing: .02em; }
+.verdict { font-size: 18px; padding: 6px 16px; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 12px 0; }
+dl.facts dt { color: var(--muted); }
+dl.facts dd { margin: 0; }
+dl.classes { display: grid; grid-template-columns: max-content 1fr max-content 1fr; gap: 3px 14px;
+             margin: 6px 0 12px; font-size: 14px; }
+dl.classes dd { margin: 0; color: var(--muted); }
+.tiles { display: flex; flex-wrap: wrap; gap: 12px; margin: 14px 0; }
+.tile { border: 1px solid var(--rule); border-radius: 6px; padding: 8px 14px; min-width: 130px; }
+.tile b { display: block; font-size: 22px; }
+table { border-collapse: collapse; width: 100%; margin: 6px 0 14px; }
+th, td { text-align: left; vertical-align: top; padding: 5px 8px; border-bottom: 1px solid var(--rule); }
+th { background: #f5f5f5; font-weight: 600; }
+td.num, th.num { text-align: right; white-space: nowrap; }
+td.sev { width: 1%; white-space: nowrap; }
+td.sev .badge { font-size: 12px; padding: 2px 8px; }
+.evidence { font-family: "DejaVu Sans Mono", Menlo, monospace; font-size: 12.5px; background: #f5f5f5;
+            padding: 1px 4px; border-radius: 3px; white-space: pre-wrap; word-break: break-word; }
+.bar { display: flex; width: 100%; height: 26px; border-radius: 4px; overflow: hidden; margin: 8px 0 6px;
+       background: #eee; }
+.bar span { display: block; height: 100%; min-width: 3px; }
+ul.legend { list-style: none; padding: 0; margin: 4px 0 12px; display: flex; flex-wrap: wrap; gap: 4px 18px; }
+.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 6px;
+          vertical-align: -1px; }
+.lic { display: block; }
+section.component { margin-top: 28px; }
+footer { margin-top: 40px; padding-top: 10px; border-top: 1px solid var(--rule); color: var(--muted);
+         font-size: 13px; }
+@media print { body { background: #fff; } main { padding: 0; } tr { break-inside: avoid; }
+               .bar, .badge, .swatch { print-color-adjust: exact; -webkit-print-color-adjust: exact; } }
+"""
+
+
+def e(value: Any) -> str:
+    """Escape for text and attribute values: paths and evidence are the supplier's bytes."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def path(value: Any) -> str:
+    """A path that may wrap after each slash."""
+    return e(value).replace("/", "/<wbr>")
+
+
+def badge(text: str, colour: str, cls: str = "badge") -> str:
+    dark_text = colour in (SEVERITY_COLOURS["review"],)
+    style = f"background:{colour}" + (";color:#212121" if dark_text else "")
+    return f'<span class="{cls}" style="{style}">{e(text)}</span>'
+
+
+def severity_badge(severity: str | None) -> str:
+    label = {"action-required": "action required", "review": "review"}.get(severity or "", severity or "?")
+    return badge(label, SEVERITY_COLOURS.get(severity or "", "#757575"))
+
+
+def pct(n: int, total: int) -> str:
+    return f"{100.0 * n / total:.1f} %" if total else "–"
+
+
+def render(manifest: Mapping[str, Any]) -> str:
+    views = view.components(manifest)
+    title = f"dropscan audit — {manifest['supplier']}/{view.drop_name(manifest)}"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{e(title)}</title><style>{CSS}</style></head><body><main>",
+        _header(manifest),
+        _method(manifest),
+        _flags_section(manifest),
+        *(_component(manifest, v) for v in views),
+        _unreadable(views),
+        _footer(manifest),
+        "</main></body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+# ------------------------------------------------------------------ header
+def _header(m: Mapping[str, Any]) -> str:
+    s = m.get("summary") or {}
+    src = m.get("source") or {}
+    classes = s.get("classes") or {}
+    total = int(s.get("files") or 0)
+    set_aside = sum(int(classes.get(c, 0)) for c in SET_ASIDE)
+    verdict = str(m.get("verdict") or m.get("status") or "?")
+    facts = [
+        ("Supplier", e(m.get("supplier"))),
+        ("Drop", f'<span class="path">{e(src.get("key"))}</span>'),
+        ("Size", f"{int(src.get('size') or 0):,} bytes"),
+        ("SHA-256", f"<code>{e(src.get('sha256') or '–')}</code>"),
+        ("Scanned", e(m.get("finished_at") or m.get("created_at") or "–")),
+        ("Status", e(m.get("status")) + (f" — {e(m['reason'])}" if m.get("reason") else "")),
+    ]
+    tiles = [(f"{total:,}", "files in the drop"), (f"{set_aside:,}", "set aside (upstream)")]
+    if classes.get("low-trust"):
+        tiles.append((f"{int(classes['low-trust']):,}", "low-trust matches"))
+    tiles.append((f"{int(s.get('review') or 0):,}", f"to review ({float(s.get('review_pct') or 0):.1f} %)"))
+    if view.has_triage(m):
+        counts = view.flag_counts(m)
+        tiles += [(f"{counts['action-required']:,}", "red flags: action required")]
+        tiles += [(f"{counts['review']:,}", "red flags: to review")]
+    return "\n".join(
+        [
+            "<header>",
+            f"<h1>Source drop audit: <span class=\"path\">{e(view.drop_name(m))}</span></h1>",
+            f'<p>Verdict: {badge(verdict, VERDICT_COLOURS.get(verdict, "#455a64"), "badge verdict")}</p>',
+            '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
+            '<div class="tiles">' + "".join(f'<div class="tile"><b>{n}</b>{e(t)}</div>' for n, t in tiles),
+            "</div>",
+            _bar({c: int(classes.get(c, 0)) for c in view.CLASSES}) if total else "",
+            "</header>",
+        ]
+    )
+
+
+# ------------------------------------------------------------------ method
+def _method(m: Mapping[str, Any]) -> str:
+    out = [
+        '<section id="method"><h2>Method</h2>',
+        "<p>dropscan compares every file of the drop with the published releases of the open-source "
+        "projects it contains (the <em>trust-upstream</em> method). Each file is fingerprinted with "
+        "SHA-256; a file whose fingerprint equals that of a file in a trusted upstream release is, byte "
+        "for byte, the upstream authors' published file: it comes under the upstream release's licence and "
+        "needs no review of its own, so it is set aside. Files that differ from an upstream file only in "
+        "expanded version-control keywords or in whitespace are set aside the same way. What remains — "
+        "files the supplier changed (<em>modified</em>) or added (<em>added</em>) — is the review set "
+        "below, scanned for licence statements and red flags.</p>",
+        "<p>Only releases the maintainers ingested from their official archives are trusted "
+        "(<em>high</em> trust). Matches against a <em>low</em>-trust source, such as a large collection "
+        "that anyone can publish to, are shown but never set a file aside.</p>",
+    ]
+    releases = view.trusted_releases(m)
+    if releases:
+        out.append("<h3>Upstream releases the components were matched against</h3>")
+        out.append(
+            "<table><tr><th>Folder in the drop</th><th>Upstream release</th><th>Trust</th>"
+            '<th>Upstream licence</th><th class="num">Files identical to it</th></tr>'
+        )
+        for r in releases:
+            match = f"{float(r['match_pct']):.1f} %" if r.get("match_pct") is not None else "–"
+            out.append(
+                f'<tr><td class="path">{path(r["prefix"] or "(top level)")}</td><td>{e(r["release"])}</td>'
+                f"<td>{e(r['trust'] or 'not recorded')}</td><td>{e(r['license'] or 'not recorded')}</td>"
+                f'<td class="num">{match}</td></tr>'
+            )
+        out.append("</table>")
+    else:
+        out.append("<p>No component of this drop was identified as an upstream release.</p>")
+    low = view.low_trust_packages(m)
+    if low:
+        out.append(f"<p>Low-trust sources with matches: {e(', '.join(low))}.</p>")
+    out.append('<h3>File classes</h3><dl class="classes">')
+    for cls in view.CLASSES:
+        out.append(
+            f'<dt><span class="swatch" style="background:{CLASS_COLOURS[cls]}"></span>{e(cls)}</dt>'
+            f"<dd>{e(CLASS_MEANING[cls])}</dd>"
+        )
+    out.append("</dl>")
+    triage = m.get("triage")
+    if isinstance(triage, Mapping):
+        out.append(
+            f"<p>Licence statements and red flags: {e(triage.get('detector') or 'detector not recorded')}, "
+            f"{int(triage.get('files') or 0):,} files examined"
+            + (f" in {float(triage['seconds']):.0f} s" if triage.get("seconds") is not None else "")
+            + ".</p>"
+        )
+    elif not view.has_triage(m):
+        out.append(
+            "<p><strong>This manifest carries no licence triage:</strong> the review set was not scanned "
+            "for licence statements or red flags.</p>"
+        )
+    out.append("</section>")
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ flags
+def _flag_table(found: Sequence[Mapping[str, Any]]) -> str:
+    head = "<tr><th>Severity</th><th>Kind</th><th>File</th><th class=\"num\">Line</th><th>Evidence</th>"
+    head += "<th>What it means</th></tr>"
+    rows = [f'<table class="flags">{head}']
+    for f in found[:FLAG_ROWS]:
+        rows.append(
+            f'<tr class="flag {e(f.get("severity"))}"><td class="sev">{severity_badge(f.get("severity"))}</td>'
+            f"<td>{e(f.get('kind'))}</td><td class=\"path\">{path(f.get('path'))}</td>"
+            f'<td class="num">{e(f.get("line") or "–")}</td>'
+            f'<td><span class="evidence">{e(f.get("evidence") or "")}</span></td>'
+            f"<td>{e(f.get('detail') or '')}</td></tr>"
+        )
+    rows.append("</table>")
+    if len(found) > FLAG_ROWS:
+        rows.append(f"<p>… and {len(found) - FLAG_ROWS:,} more red flags: see manifest.json.</p>")
+    return "\n".join(rows)
+
+
+def _flags_section(m: Mapping[str, Any]) -> str:
+    out = ['<section id="flags"><h2>Red flags</h2>']
+    if not view.has_triage(m):
+        out.append("<p>Not checked: this manifest predates licence triage.</p>")
+    else:
+        found = view.flags(m)
+        counts = view.flag_counts(m)
+        if not found:
+            out.append("<p>No red flags were raised.</p>")
+        else:
+            out.append(
+                f"<p>{counts['action-required']:,} need action before the product ships; "
+                f"{counts['review']:,} need a reviewer's judgement. Most severe first.</p>"
+            )
+            out.append(_flag_table(found))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ components
+def _bar(classes: Mapping[str, int]) -> str:
+    total = sum(classes.values())
+    label = ", ".join(f"{n:,} {c}" for c, n in classes.items() if n)
+    spans = "".join(
+        f'<span style="flex:{n} 1 0px;background:{CLASS_COLOURS[c]}" title="{e(c)}: {n:,}"></span>'
+        for c, n in classes.items()
+        if n
+    )
+    legend = "".join(
+        f'<li><span class="swatch" style="background:{CLASS_COLOURS[c]}"></span>{e(c)} '
+        f"<b>{n:,}</b> <span class=\"muted\">({pct(n, total)})</span></li>"
+        for c, n in classes.items()
+        if n
+    )
+    return f'<div class="bar" role="img" aria-label="{e(label)}">{spans}</div><ul class="legend">{legend}</ul>'
+
+
+def _findings(f: Mapping[str, Any]) -> str:
+    items = []
+    for lic in view.licence_findings(f):
+        text = f' <span class="evidence">{e(lic["text"])}</span>' if lic.get("text") else ""
+        items.append(f'<span class="lic"><b>{e(view.finding_label(lic))}</b>{text}</span>')
+    return "".join(items)
+
+
+def _review_table(files: Sequence[Mapping[str, Any]], flagged: Mapping[str, list[str]], triaged: bool) -> str:
+    head = '<tr><th>File</th><th>Class</th><th>Kind</th><th class="num">Size</th>'
+    head += "<th>Licence statements found</th><th>Red flags</th></tr>" if triaged else "</tr>"
+    rows = [f'<table class="review">{head}']
+    for f in files[:REVIEW_ROWS]:
+        cells = (
+            f'<td class="path">{path(f["path"])}</td>'
+            f'<td><span class="swatch" style="background:{CLASS_COLOURS.get(f["class"], "#757575")}"></span>'
+            f"{e(f['class'])}</td><td>{e(f.get('kind'))}</td>"
+            f'<td class="num">{int(f.get("size") or 0):,}</td>'
+        )
+        if triaged:
+            found = _findings(f) or '<span class="muted">none</span>'
+            cells += f"<td>{found}</td><td>{e(', '.join(flagged.get(f['path'], [])))}</td>"
+        rows.append(f"<tr>{cells}</tr>")
+    rows.append("</table>")
+    if len(files) > REVIEW_ROWS:
+        rows.append(f"<p>… and {len(files) - REVIEW_ROWS:,} more files to review: see manifest.json.</p>")
+    return "\n".join(rows)
+
+
+def _component(m: Mapping[str, Any], v: ComponentView) -> str:
+    c = v.data
+    heading = v.name if c.get("identified") else f"{v.name} — not identified"
+    facts = [f'Folder <span class="path">{e(v.prefix or "(top level)")}</span>']
+    if c.get("identified"):
+        facts.append(f"{float(c.get('match_pct') or 0):.1f} % of its files identical to the release")
+    if v.trust:
+        facts.append(f"{e(v.trust)} trust")
+    if v.licence:
+        facts.append(f"upstream licence <b>{e(v.licence)}</b>")
+    out = [
+        f'<section class="component"><h2>{e(heading)}</h2>',
+        f"<p>{' · '.join(facts)} · {int(c.get('files') or 0):,} files</p>",
+        _bar(v.classes),
+    ]
+    if not c.get("identified"):
+        out.append(
+            "<p>No trusted upstream release explains enough of this folder: every file in it that is not "
+            "empty is in the review set.</p>"
+        )
+    triaged = view.has_triage(m)
+    if v.flags:
+        out.append(f"<h3>Red flags ({len(v.flags):,})</h3>")
+        out.append(_flag_table(v.flags))
+    flagged: dict[str, list[str]] = {}
+    for f in v.flags:
+        flagged.setdefault(str(f.get("path")), []).append(str(f.get("kind")))
+    if v.review:
+        out.append(f"<h3>Files to review ({len(v.review):,})</h3>")
+        # flagged files first: they are what the reader acts on
+        ordered = sorted(v.review, key=lambda f: (f["path"] not in flagged, f["path"]))
+        out.append(_review_table(ordered, flagged, triaged))
+    else:
+        out.append("<p>Nothing to review in this component.</p>")
+    missing = c.get("missing") or []
+    if missing:
+        out.append(
+            f"<details><summary>{len(missing):,} file{'s' if len(missing) != 1 else ''} of the upstream "
+            "release absent from the drop</summary><ul>"
+            + "".join(f'<li class="path">{path(p)}</li>' for p in missing[:REVIEW_ROWS])
+            + "</ul></details>"
+        )
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _unreadable(views: Iterable[ComponentView]) -> str:
+    files = [f for v in views for f in v.unreadable]
+    if not files:
+        return ""
+    rows = "".join(f'<tr><td class="path">{path(f["path"])}</td><td>{e(f["unreadable"])}</td></tr>' for f in files)
+    return (
+        '<section id="unreadable"><h2>Unreadable files</h2><p>Nested archives that could not be opened: '
+        "their content was not examined.</p>"
+        f"<table><tr><th>File</th><th>Why</th></tr>{rows}</table></section>"
+    )
+
+
+def _footer(m: Mapping[str, Any]) -> str:
+    return (
+        f"<footer>Scan <code>{e(m.get('scan_id'))}</code> · manifest {e(m.get('schema'))} written by "
+        f"{e(m.get('generator') or 'dropscan')} · this report by dropscan {e(__version__)}. "
+        "manifest.json beside this report is the source of truth.</footer>"
+    )
