@@ -7,7 +7,7 @@ CASES_DIR ?= $(CURDIR)/.cache/cases
 CASES_SRC ?= $(firstword $(wildcard $(CURDIR)/../shared/cases /work/shared/cases))
 DEMO_SDISTS := docutils==0.19 docutils==0.20.1 docutils==0.21.2 requests==2.31.0
 
-.PHONY: install demo test lint format cases bench bench-linux clean
+.PHONY: install demo test lint format cases browser bench bench-linux clean
 
 install: $(STAMP)
 
@@ -42,6 +42,11 @@ format: install
 cases:
 	@[ -n "$(CASES_SRC)" ] || { echo "no ../shared/cases beside the checkout"; exit 1; }
 	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) busybox
+
+# Debian's Chromium for the screenshot test of the HTML report (skipped without it, unless
+# DROPSCAN_REQUIRE_BROWSER=1); about 70 s to install on these machines.
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 # Benchmarks (not tests): BusyBox by default; `make bench-linux` for the kernel (downloads 140 MB).
 bench: install cases

@@ -42,28 +42,64 @@ def synthetic(n: int, review: int) -> dict[str, Any]:
         else:
             lic = LICENCES[i % len(LICENCES)]
             f["licenses"] = [
-                {"expression": lic, "source": "spdx-tag", "line": 1, "end_line": 1,
-                 "text": f"// SPDX-License-Identifier: {lic}", "confidence": 100.0}
+                {
+                    "expression": lic,
+                    "source": "spdx-tag",
+                    "line": 1,
+                    "end_line": 1,
+                    "text": f"// SPDX-License-Identifier: {lic}",
+                    "confidence": 100.0,
+                }
             ]
         files.append(f)
     flags = [
-        {"kind": "license-different", "severity": "review", "path": files[i]["path"], "line": 1,
-         "evidence": "SPDX-License-Identifier: BSD-3-Clause", "component": prefix,
-         "detail": "BSD-3-Clause in a GPL-2.0-only component."}
+        {
+            "kind": "license-different",
+            "severity": "review",
+            "path": files[i]["path"],
+            "line": 1,
+            "evidence": "SPDX-License-Identifier: BSD-3-Clause",
+            "component": prefix,
+            "detail": "BSD-3-Clause in a GPL-2.0-only component.",
+        }
         for i in range(3, review, 5 * 20)
     ]
     summary = summarize(files)
     classes = summary["classes"]
     return {
-        "schema": "dropscan.manifest/1", "generator": "dropscan bench", "scan_id": "s-" + "0" * 24,
-        "supplier": "acme", "status": "complete", "reason": None, "verdict": "review",
-        "source": {"bucket": "b", "key": "drops/acme/acme-linux-6.1.176-gpl.tar.gz", "size": 1, "sha256": "0" * 64},
-        "created_at": "2026-12-03T10:00:00+00:00", "finished_at": "2026-12-03T10:03:00+00:00",
+        "schema": "dropscan.manifest/1",
+        "generator": "dropscan bench",
+        "scan_id": "s-" + "0" * 24,
+        "supplier": "acme",
+        "status": "complete",
+        "reason": None,
+        "verdict": "review",
+        "source": {
+            "bucket": "b",
+            "key": "drops/acme/acme-linux-6.1.176-gpl.tar.gz",
+            "size": 1,
+            "sha256": "0" * 64,
+        },
+        "created_at": "2026-12-03T10:00:00+00:00",
+        "finished_at": "2026-12-03T10:03:00+00:00",
         "summary": {**summary, "flags": {"action-required": 0, "review": len(flags)}},
-        "components": [{"prefix": prefix, "package": "linux", "version": "6.1.176", "identified": True,
-                        "match_pct": 96.3, "files": n, "classes": classes, "missing": [], "license": "GPL-2.0-only",
-                        "trust": "high"}],
-        "files": files, "flags": flags, "stats": {},
+        "components": [
+            {
+                "prefix": prefix,
+                "package": "linux",
+                "version": "6.1.176",
+                "identified": True,
+                "match_pct": 96.3,
+                "files": n,
+                "classes": classes,
+                "missing": [],
+                "license": "GPL-2.0-only",
+                "trust": "high",
+            }
+        ],
+        "files": files,
+        "flags": flags,
+        "stats": {},
         "triage": {"detector": "spdx-tags+rules", "files": review, "seconds": 1.0},
     }
 
@@ -89,9 +125,9 @@ def main() -> None:
     floor = median(lambda: json.dumps(m), a.runs)
     print(f"{a.files:,} files, {a.review:,} to review; floor json.dumps(manifest) {floor:.2f} s")
     for fmt in FORMATS:
-        out: list[str] = []
-        t = median(lambda fmt=fmt: out.append(render(m, fmt)), a.runs)  # type: ignore[misc]
-        print(f"  {fmt:<10} {t:6.2f} s  {t / floor:5.1f}x floor  {len(out[-1]) / 1e6:6.1f} MB")
+        size = len(render(m, fmt))
+        t = median(lambda fmt=fmt: render(m, fmt), a.runs)  # type: ignore[misc]
+        print(f"  {fmt:<10} {t:6.2f} s  {t / floor:5.1f}x floor  {size / 1e6:6.1f} MB")
 
 
 if __name__ == "__main__":

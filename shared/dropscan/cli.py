@@ -14,8 +14,8 @@ from typing import IO, Any
 
 from dropscan import __version__
 from dropscan.models import Trust
-from dropscan.reports import FORMATS
 from dropscan.releases import parse_archive_name
+from dropscan.reports import FORMATS
 
 
 class UsageError(Exception):

@@ -34,7 +34,7 @@ def subject(manifest: Mapping[str, Any]) -> str:
 
 
 def component_line(c: Mapping[str, Any]) -> str:
-    """``u-boot 2023.01 — high trust, upstream licence GPL-2.0-or-later, 19,278 files, 99.2 % identical, …``."""
+    """``u-boot 2023.01 — high trust, upstream licence GPL-2.0-or-later, 19,278 files, 99.2 % identical…``"""
     classes = c["classes"]
     nonempty = max(1, c["files"] - classes.get("empty", 0))
     name = (
@@ -88,7 +88,10 @@ def body(manifest: Mapping[str, Any], *, review_limit: int = 50) -> str:
     review = [f for f in manifest["files"] if f["class"] in ("modified", "added")]
     lines += _licence_lines(review)
     if review:
-        lines.append("Review set:")
+        # files with red flags first: with a long review set they are what the reader must not miss
+        rank = {f.get("path"): view.severity_rank(f.get("severity")) for f in reversed(view.flags(manifest))}
+        review.sort(key=lambda f: (rank.get(f["path"], len(view.SEVERITIES)), f["path"]))
+        lines.append("Review set" + (" (files with red flags first):" if rank else ":"))
         lines += [_review_line(f) for f in review[:review_limit]]
         if len(review) > review_limit:
             lines.append(f"  … and {len(review) - review_limit:,} more (see the manifest)")
@@ -147,7 +150,10 @@ def _report_lines(manifest: Mapping[str, Any]) -> list[str]:
     reports = manifest.get("reports") or {}
     if not reports:
         return []
-    lines = ["Reports (beside the manifest):", f"  manifest   {manifest_key(manifest['supplier'], manifest['scan_id'])}"]
+    lines = [
+        "Reports (beside the manifest):",
+        f"  manifest   {manifest_key(manifest['supplier'], manifest['scan_id'])}",
+    ]
     lines += [f"  {name:<10} {key}" for name, key in reports.items()]
     return [*lines, ""]
 

@@ -9,8 +9,9 @@ another architecture than the prebuilt object, and an unidentified vendor folder
 library, an encrypted (unreadable) zip, an MIT tool and an empty file.
 
     python build_case.py busybox.json --cache CASES --out OUT
-    dropscan scan OUT/acme-busybox-1.35.0-gpl.tar.gz --upstream busybox@1.35.0=CASES/busybox_1.35.0.orig.tar.bz2 \
-        --supplier acme-router --manifest-out OUT/manifest.json
+    dropscan scan OUT/acme-busybox-1.35.0-gpl.tar.gz \
+        --upstream busybox@1.35.0=CASES/busybox_1.35.0.orig.tar.bz2 --supplier acme-router \
+        --manifest-out OUT/manifest.json
     python tests/data/make_sample_manifest.py OUT/manifest.json OUT/acme-busybox-1.35.0-gpl.tar.gz
 """
 
@@ -38,13 +39,19 @@ CONFIG = (
     b'CONFIG_EXTRA_CFLAGS="-march=armv7-a -mfpu=neon"\nCONFIG_FEATURE_ACME_CRC=y\n'
 )
 SDK_FILES: dict[str, tuple[bytes, str]] = {
-    "README.txt": (b"ACME SDK tools for the AR-7 router board.\nCopyright (c) 2014 Acme Router Inc.\n", "text"),
+    "README.txt": (
+        b"ACME SDK tools for the AR-7 router board.\nCopyright (c) 2014 Acme Router Inc.\n",
+        "text",
+    ),
     "tools/mkimage.py": (
         b"#!/usr/bin/env python3\n# SPDX-License-Identifier: MIT\n# Copyright (c) 2014 Acme Router Inc.\n"
         b"import sys\nprint(sys.argv)\n",
         "text",
     ),
-    "lib/libacme_hal.a": (b"!<arch>\nacme_hal.o/     0           0     0     644     64        `\n" + bytes(64), "static-library"),
+    "lib/libacme_hal.a": (
+        b"!<arch>\nacme_hal.o/     0           0     0     644     64        `\n" + bytes(64),
+        "static-library",
+    ),
     "firmware/update.zip": (b"PK\x03\x04\x14\x00\x01\x00" + bytes(56), "archive"),
     ".keep": (b"", "text"),
 }
@@ -100,29 +107,71 @@ def flags_of(f: dict[str, Any], text: str) -> list[dict[str, Any]]:
     for n, line in enumerate(lines[:60], 1):
         s = line.strip(" */#")
         if "non-commercial use only" in line:
-            out.append(flag("non-commercial", "action-required", path, n, s,
-                            "The file may be used for non-commercial purposes only: it cannot ship in a product."))
+            out.append(
+                flag(
+                    "non-commercial",
+                    "action-required",
+                    path,
+                    n,
+                    s,
+                    "The file may be used for non-commercial purposes only: it cannot ship in a product.",
+                )
+            )
         elif "CONFIDENTIAL AND PROPRIETARY" in line:
-            out.append(flag("proprietary", "action-required", path, n, s,
-                            "A proprietary notice in a file distributed under the GPL: the supplier must "
-                            "clarify its licence or remove it."))
+            out.append(
+                flag(
+                    "proprietary",
+                    "action-required",
+                    path,
+                    n,
+                    s,
+                    "A proprietary notice in a file distributed under the GPL: the supplier must "
+                    "clarify its licence or remove it.",
+                )
+            )
         elif "SPDX-License-Identifier: BSD-3-Clause" in line and path.startswith(BUSYBOX):
-            out.append(flag("license-different", "review", path, n, s,
-                            "BSD-3-Clause in a GPL-2.0-only component: compatible, but its notice must be kept."))
+            out.append(
+                flag(
+                    "license-different",
+                    "review",
+                    path,
+                    n,
+                    s,
+                    "BSD-3-Clause in a GPL-2.0-only component: compatible, but its notice must be kept.",
+                )
+            )
         elif "All rights reserved" in line and f["class"] == "added" and not f["licenses"]:
-            out.append(flag("no-license-grant", "review", path, n, s,
-                            "A copyright notice without any licence grant."))
+            out.append(
+                flag(
+                    "no-license-grant", "review", path, n, s, "A copyright notice without any licence grant."
+                )
+            )
     if f["kind"] in ("elf", "static-library"):
         what = "an ELF object" if f["kind"] == "elf" else "a static library"
-        out.append(flag("prebuilt-binary", "action-required", path, None,
-                        f"{f['kind']}, {f['size']:,} bytes",
-                        f"Prebuilt machine code ({what}) without its source: the GPL requires the "
-                        "corresponding source."))
+        out.append(
+            flag(
+                "prebuilt-binary",
+                "action-required",
+                path,
+                None,
+                f"{f['kind']}, {f['size']:,} bytes",
+                f"Prebuilt machine code ({what}) without its source: the GPL requires the "
+                "corresponding source.",
+            )
+        )
     if path == BUSYBOX + ".config":
         n = next(i for i, x in enumerate(lines, 1) if "CROSS_COMPILER_PREFIX" in x)
-        out.append(flag("arch-mismatch", "review", path, n, lines[n - 1],
-                        "The configuration builds for 32-bit ARM, but drivers/acme/blob_0.o is x86-64 "
-                        "machine code: the binary cannot come from this source."))
+        out.append(
+            flag(
+                "arch-mismatch",
+                "review",
+                path,
+                n,
+                lines[n - 1],
+                "The configuration builds for 32-bit ARM, but drivers/acme/blob_0.o is x86-64 "
+                "machine code: the binary cannot come from this source.",
+            )
+        )
     return out
 
 
@@ -164,8 +213,16 @@ def main() -> None:
     files.sort(key=lambda f: f["path"])
     busybox = m["components"][0]
     busybox.update({"license": "GPL-2.0-only", "trust": "high"})
-    sdk = {"prefix": SDK, "package": None, "version": None, "identified": False, "match_pct": 0.0,
-           "license": None, "trust": None, "missing": []}
+    sdk: dict[str, Any] = {
+        "prefix": SDK,
+        "package": None,
+        "version": None,
+        "identified": False,
+        "match_pct": 0.0,
+        "license": None,
+        "trust": None,
+        "missing": [],
+    }
     m["components"] = [busybox, sdk]
     for c in m["components"]:
         mine = [f for f in files if f["component"] == c["prefix"]]
@@ -173,12 +230,18 @@ def main() -> None:
         c["files"], c["classes"] = s["files"], s["classes"]
     summary = summarize(files)
     summary.update(unreadable=sum(1 for f in files if f.get("unreadable")), components=2, mismatches=0)
-    summary["flags"] = {s: sum(1 for f in all_flags if f["severity"] == s) for s in ("action-required", "review")}
+    summary["flags"] = {
+        s: sum(1 for f in all_flags if f["severity"] == s) for s in ("action-required", "review")
+    }
     m["files"], m["flags"], m["summary"] = files, all_flags, summary
     m["verdict"] = "action-required" if summary["flags"]["action-required"] else verdict(m["status"], summary)
     m["triage"] = {"detector": "scancode-toolkit 32.5.0", "files": summary["review"], "seconds": 141.2}
     base = f"results/{m['supplier']}/{m['scan_id']}/"
-    m["reports"] = {"spdx": base + "sbom.spdx.json", "cyclonedx": base + "sbom.cdx.json", "html": base + "report.html"}
+    m["reports"] = {
+        "spdx": base + "sbom.spdx.json",
+        "cyclonedx": base + "sbom.cdx.json",
+        "html": base + "report.html",
+    }
     OUT.write_bytes(gzip.compress(json.dumps(m, indent=1).encode(), mtime=0))
     print(f"{OUT}: {len(files)} files, {len(all_flags)} flags {summary['flags']}")
 

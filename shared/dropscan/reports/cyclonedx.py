@@ -166,11 +166,19 @@ def _file(f: Mapping[str, Any], flags: list[Mapping[str, Any]]) -> Component:
         licenses=[found] if found else [],
         occurrences=[Occurrence(location=path, line=findings[0].get("line") if findings else None)],
     )
-    pairs: list[tuple[str, Any]] = [("class", f["class"]), ("kind", f.get("kind")), ("unreadable", f.get("unreadable"))]
+    pairs: list[tuple[str, Any]] = [
+        ("class", f["class"]),
+        ("kind", f.get("kind")),
+        ("unreadable", f.get("unreadable")),
+    ]
     pairs += [("license", view.finding_label(lic)) for lic in findings]
     pairs += [
-        ("flag", f"{fl.get('severity')} {fl.get('kind')}" + (f" line {fl['line']}" if fl.get("line") else "")
-         + (f": {fl['detail']}" if fl.get("detail") else ""))
+        (
+            "flag",
+            f"{fl.get('severity')} {fl.get('kind')}"
+            + (f" line {fl['line']}" if fl.get("line") else "")
+            + (f": {fl['detail']}" if fl.get("detail") else ""),
+        )
         for fl in flags
     ]
     return Component(

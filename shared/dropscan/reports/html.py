@@ -1,4 +1,4 @@
-"""The static HTML report: one self-contained page (inline CSS, no script, nothing fetched) for legal review."""
+"""The static HTML report: one self-contained page (inline CSS, no script, nothing fetched) for lawyers."""
 
 from __future__ import annotations
 
@@ -163,8 +163,8 @@ def _header(m: Mapping[str, Any]) -> str:
     return "\n".join(
         [
             "<header>",
-            f"<h1>Source drop audit: <span class=\"path\">{e(view.drop_name(m))}</span></h1>",
-            f'<p>Verdict: {badge(verdict, VERDICT_COLOURS.get(verdict, "#455a64"), "badge verdict")}</p>',
+            f'<h1>Source drop audit: <span class="path">{e(view.drop_name(m))}</span></h1>',
+            f"<p>Verdict: {badge(verdict, VERDICT_COLOURS.get(verdict, '#455a64'), 'badge verdict')}</p>",
             '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
             '<div class="tiles">' + "".join(f'<div class="tile"><b>{n}</b>{e(t)}</div>' for n, t in tiles),
             "</div>",
@@ -236,13 +236,14 @@ def _method(m: Mapping[str, Any]) -> str:
 
 # ------------------------------------------------------------------ flags
 def _flag_table(found: Sequence[Mapping[str, Any]]) -> str:
-    head = "<tr><th>Severity</th><th>Kind</th><th>File</th><th class=\"num\">Line</th><th>Evidence</th>"
+    head = '<tr><th>Severity</th><th>Kind</th><th>File</th><th class="num">Line</th><th>Evidence</th>'
     head += "<th>What it means</th></tr>"
     rows = [f'<table class="flags">{head}']
     for f in found[:FLAG_ROWS]:
         rows.append(
-            f'<tr class="flag {e(f.get("severity"))}"><td class="sev">{severity_badge(f.get("severity"))}</td>'
-            f"<td>{e(f.get('kind'))}</td><td class=\"path\">{path(f.get('path'))}</td>"
+            f'<tr class="flag {e(f.get("severity"))}">'
+            f'<td class="sev">{severity_badge(f.get("severity"))}</td>'
+            f'<td>{e(f.get("kind"))}</td><td class="path">{path(f.get("path"))}</td>'
             f'<td class="num">{e(f.get("line") or "–")}</td>'
             f'<td><span class="evidence">{e(f.get("evidence") or "")}</span></td>'
             f"<td>{e(f.get('detail') or '')}</td></tr>"
@@ -283,11 +284,13 @@ def _bar(classes: Mapping[str, int]) -> str:
     )
     legend = "".join(
         f'<li><span class="swatch" style="background:{CLASS_COLOURS[c]}"></span>{e(c)} '
-        f"<b>{n:,}</b> <span class=\"muted\">({pct(n, total)})</span></li>"
+        f'<b>{n:,}</b> <span class="muted">({pct(n, total)})</span></li>'
         for c, n in classes.items()
         if n
     )
-    return f'<div class="bar" role="img" aria-label="{e(label)}">{spans}</div><ul class="legend">{legend}</ul>'
+    return (
+        f'<div class="bar" role="img" aria-label="{e(label)}">{spans}</div><ul class="legend">{legend}</ul>'
+    )
 
 
 def _findings(f: Mapping[str, Any]) -> str:
@@ -369,7 +372,9 @@ def _unreadable(views: Iterable[ComponentView]) -> str:
     files = [f for v in views for f in v.unreadable]
     if not files:
         return ""
-    rows = "".join(f'<tr><td class="path">{path(f["path"])}</td><td>{e(f["unreadable"])}</td></tr>' for f in files)
+    rows = "".join(
+        f'<tr><td class="path">{path(f["path"])}</td><td>{e(f["unreadable"])}</td></tr>' for f in files
+    )
     return (
         '<section id="unreadable"><h2>Unreadable files</h2><p>Nested archives that could not be opened: '
         "their content was not examined.</p>"

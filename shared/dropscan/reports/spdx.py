@@ -16,33 +16,28 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import quote
 
 from license_expression import ExpressionError, LicenseExpression
 from spdx_tools.common.spdx_licensing import spdx_licensing
-from spdx_tools.spdx.model import (
-    Actor,
-    ActorType,
-    Annotation,
-    AnnotationType,
-    Checksum,
-    ChecksumAlgorithm,
-    CreationInfo,
-    Document,
+from spdx_tools.spdx.jsonschema.document_converter import DocumentConverter
+from spdx_tools.spdx.model.actor import Actor, ActorType
+from spdx_tools.spdx.model.annotation import Annotation, AnnotationType
+from spdx_tools.spdx.model.checksum import Checksum, ChecksumAlgorithm
+from spdx_tools.spdx.model.document import CreationInfo, Document
+from spdx_tools.spdx.model.extracted_licensing_info import ExtractedLicensingInfo
+from spdx_tools.spdx.model.file import File, FileType
+from spdx_tools.spdx.model.package import (
     ExternalPackageRef,
     ExternalPackageRefCategory,
-    ExtractedLicensingInfo,
-    File,
-    FileType,
     Package,
     PackagePurpose,
     PackageVerificationCode,
-    Relationship,
-    RelationshipType,
-    SpdxNoAssertion,
-    SpdxNone,
 )
+from spdx_tools.spdx.model.relationship import Relationship, RelationshipType
+from spdx_tools.spdx.model.spdx_no_assertion import SpdxNoAssertion
+from spdx_tools.spdx.model.spdx_none import SpdxNone
 from spdx_tools.spdx.writer.write_utils import convert
 
 from dropscan import __version__
@@ -61,18 +56,22 @@ FILE_TYPES: dict[str, FileType] = {
     "binary": FileType.OTHER,
     "archive": FileType.ARCHIVE,
 }
-SOURCE_SUFFIXES = frozenset(
-    ".c .h .cc .cpp .cxx .hpp .S .s .asm .py .sh .pl .rs .go .java .js .ts .lua .rb .mk .dts .dtsi".split()
-)
+# fmt: off
+SOURCE_SUFFIXES = frozenset({
+    ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".S", ".s", ".asm", ".py", ".sh", ".pl", ".rs", ".go", ".java",
+    ".js", ".ts", ".lua", ".rb", ".mk", ".dts", ".dtsi",
+})
+# fmt: on
 
-LicenceValue = LicenseExpression | SpdxNoAssertion | SpdxNone
+LicenceValue: TypeAlias = LicenseExpression | SpdxNoAssertion | SpdxNone
 
 
 def render(manifest: Mapping[str, Any]) -> str:
     # What spdx-tools' write_document_to_stream does, less two costs that matter at 80,000 files: its
     # validation is quadratic (it lists every SPDX id for each reference: the tests validate instead), and
     # its indent of 4 makes a kernel's document 68 MB instead of 40 MB.
-    return json.dumps(convert(build_document(manifest), None), separators=(",", ":"), ensure_ascii=False)
+    converter = DocumentConverter()  # type: ignore[no-untyped-call]
+    return json.dumps(convert(build_document(manifest), converter), separators=(",", ":"), ensure_ascii=False)
 
 
 def spdx_id(kind: str, n: int, name: str = "") -> str:
@@ -155,7 +154,9 @@ def file_types(f: Mapping[str, Any]) -> list[FileType]:
         return [FILE_TYPES[kind]]
     name = str(f["path"]).rsplit("/", 1)[-1]
     suffix = name[name.rfind(".") :] if "." in name else ""
-    return [FileType.SOURCE] if suffix in SOURCE_SUFFIXES or name in ("Makefile", "Kconfig") else [FileType.TEXT]
+    return (
+        [FileType.SOURCE] if suffix in SOURCE_SUFFIXES or name in ("Makefile", "Kconfig") else [FileType.TEXT]
+    )
 
 
 def verification_code(sha1s: Iterable[str]) -> PackageVerificationCode:
@@ -192,7 +193,11 @@ def build_document(manifest: Mapping[str, Any]) -> Document:
         pkg_id = spdx_id("Package", n, view.component_name(c))
         members = by_component.get(str(c.get("prefix") or ""), [])
         analysed = bool(members) and all(f.get("sha1") for f in members)
-        pkg_files = [_file(f, len(files) + i, licences, triaged) for i, f in enumerate(members, 1)] if analysed else []
+        pkg_files = (
+            [_file(f, len(files) + i, licences, triaged) for i, f in enumerate(members, 1)]
+            if analysed
+            else []
+        )
         packages.append(_component_package(c, pkg_id, pkg_files, members, licences, supplier))
         relationships.append(Relationship(DROP_ID, RelationshipType.CONTAINS, pkg_id))
         relationships += [Relationship(pkg_id, RelationshipType.CONTAINS, f.spdx_id) for f in pkg_files]
@@ -212,16 +217,23 @@ def _flag_annotations(
 ) -> list[Annotation]:
     """Each red flag as a REVIEW annotation on its file (on its package when the file is not written)."""
     file_ids = {f.name[2:]: f.spdx_id for f in files}
-    package_ids = {str(c.get("prefix") or ""): p.spdx_id for c, p in zip(manifest.get("components") or [], packages[1:])}
+    package_ids = {
+        str(c.get("prefix") or ""): p.spdx_id
+        for c, p in zip(manifest.get("components") or [], packages[1:], strict=True)
+    }
     tool = Actor(ActorType.TOOL, f"dropscan-{__version__}")
     out = []
     for fl in view.flags(manifest):
         path = str(fl.get("path") or "")
         target = file_ids.get(path) or package_ids.get(str(fl.get("component") or ""), DROP_ID)
-        where = f" at {view.flag_location(fl)}" if target not in file_ids.values() else (
-            f" at line {fl['line']}" if fl.get("line") else ""
+        where = (
+            f" at {view.flag_location(fl)}"
+            if target not in file_ids.values()
+            else (f" at line {fl['line']}" if fl.get("line") else "")
         )
-        text = f"red flag {fl.get('kind')} ({fl.get('severity')}){where}: {fl.get('detail') or ''}".rstrip(": ")
+        text = f"red flag {fl.get('kind')} ({fl.get('severity')}){where}: {fl.get('detail') or ''}".rstrip(
+            ": "
+        )
         if fl.get("evidence"):
             text += f" Evidence: {fl['evidence']}"
         out.append(Annotation(target, AnnotationType.REVIEW, tool, when, text))
@@ -268,14 +280,20 @@ def _component_package(
     declared: LicenceValue = SpdxNoAssertion()
     if c.get("license"):
         declared = licences.expression(str(c["license"]), where=f"as the licence of {view.component_name(c)}")
-    refs = [ExternalPackageRef(ExternalPackageRefCategory.PACKAGE_MANAGER, "purl", p)] if (p := view.purl(c)) else []
+    refs = (
+        [ExternalPackageRef(ExternalPackageRefCategory.PACKAGE_MANAGER, "purl", p)]
+        if (p := view.purl(c))
+        else []
+    )
     classes = c.get("classes") or {}
     counts = ", ".join(f"{n:,} {cls}" for cls, n in classes.items() if n)
-    comment = [f"Folder {c.get('prefix') or '(top level)'} of the drop; {int(c.get('files') or 0):,} files: {counts}."]
+    folder = c.get("prefix") or "(top level)"
+    comment = [f"Folder {folder} of the drop; {int(c.get('files') or 0):,} files: {counts}."]
     if c.get("identified"):
         comment.append(
-            f"Identified as upstream release {view.component_name(c)} ({float(c.get('match_pct') or 0):.1f} % of "
-            f"its non-empty files identical to it; trust {c.get('trust') or 'not recorded'}); "
+            f"Identified as upstream release {view.component_name(c)} "
+            f"({float(c.get('match_pct') or 0):.1f} % of its non-empty files identical to it; "
+            f"trust {c.get('trust') or 'not recorded'}); "
             f"{len(c.get('missing') or []):,} files of the release absent."
         )
     else:
@@ -313,12 +331,17 @@ def _component_package(
 
 def _file(f: Mapping[str, Any], n: int, licences: Licences, triaged: bool) -> File:
     path = str(f["path"])
-    checksums = [Checksum(ChecksumAlgorithm.SHA1, str(f["sha1"])), Checksum(ChecksumAlgorithm.SHA256, str(f["sha256"]))]
+    checksums = [
+        Checksum(ChecksumAlgorithm.SHA1, str(f["sha1"])),
+        Checksum(ChecksumAlgorithm.SHA256, str(f["sha256"])),
+    ]
     in_file: list[LicenceValue] = []
     seen: set[str] = set()
     for lic in view.licence_findings(f):
         value = licences.expression(
-            str(lic["expression"]), evidence=lic.get("text"), where=f"in {path}, line {lic.get('line') or '?'}"
+            str(lic["expression"]),
+            evidence=lic.get("text"),
+            where=f"in {path}, line {lic.get('line') or '?'}",
         )
         if str(value) not in seen:
             seen.add(str(value))

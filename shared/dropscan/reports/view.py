@@ -79,7 +79,7 @@ def flag_location(f: Mapping[str, Any]) -> str:
 
 @dataclass
 class ComponentView:
-    """One component with the parts of the manifest that belong to it: review files, flags, unreadable files."""
+    """A component with what of the manifest belongs to it: review files, flags, unreadable files."""
 
     data: Mapping[str, Any]
     review: list[Mapping[str, Any]] = field(default_factory=list)
