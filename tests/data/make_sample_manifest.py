@@ -228,6 +228,10 @@ def main() -> None:
         mine = [f for f in files if f["component"] == c["prefix"]]
         s = summarize(mine)
         c["files"], c["classes"] = s["files"], s["classes"]
+        if c["identified"]:  # the added .config is one more file the release does not explain
+            c["match_pct"] = round(
+                100.0 * s["classes"]["identical"] / (s["files"] - s["classes"]["empty"]), 2
+            )
     summary = summarize(files)
     summary.update(unreadable=sum(1 for f in files if f.get("unreadable")), components=2, mismatches=0)
     summary["flags"] = {

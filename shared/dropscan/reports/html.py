@@ -74,6 +74,7 @@ th, td { text-align: left; vertical-align: top; padding: 5px 8px; border-bottom:
 th { background: #f5f5f5; font-weight: 600; }
 td.num, th.num { text-align: right; white-space: nowrap; }
 td.sev { width: 1%; white-space: nowrap; }
+td.cls { white-space: nowrap; }
 td.sev .badge { font-size: 12px; padding: 2px 8px; }
 .evidence { font-family: "DejaVu Sans Mono", Menlo, monospace; font-size: 12.5px; background: #f5f5f5;
             padding: 1px 4px; border-radius: 3px; white-space: pre-wrap; word-break: break-word; }
@@ -186,9 +187,10 @@ def _method(m: Mapping[str, Any]) -> str:
         "expanded version-control keywords or in whitespace are set aside the same way. What remains — "
         "files the supplier changed (<em>modified</em>) or added (<em>added</em>) — is the review set "
         "below, scanned for licence statements and red flags.</p>",
-        "<p>Only releases the maintainers ingested from their official archives are trusted "
-        "(<em>high</em> trust). Matches against a <em>low</em>-trust source, such as a large collection "
-        "that anyone can publish to, are shown but never set a file aside.</p>",
+        "<p>The upstream releases are taken from the projects' published release archives and are trusted "
+        "at <em>high</em> level. A source marked <em>low</em> trust, such as a large collection that anyone "
+        "can publish to, can only explain a file as a low-trust match: such matches are shown but never "
+        "set a file aside.</p>",
     ]
     releases = view.trusted_releases(m)
     if releases:
@@ -306,9 +308,10 @@ def _review_table(files: Sequence[Mapping[str, Any]], flagged: Mapping[str, list
     head += "<th>Licence statements found</th><th>Red flags</th></tr>" if triaged else "</tr>"
     rows = [f'<table class="review">{head}']
     for f in files[:REVIEW_ROWS]:
+        colour = CLASS_COLOURS.get(f["class"], "#757575")
         cells = (
             f'<td class="path">{path(f["path"])}</td>'
-            f'<td><span class="swatch" style="background:{CLASS_COLOURS.get(f["class"], "#757575")}"></span>'
+            f'<td class="cls"><span class="swatch" style="background:{colour}"></span>'
             f"{e(f['class'])}</td><td>{e(f.get('kind'))}</td>"
             f'<td class="num">{int(f.get("size") or 0):,}</td>'
         )
