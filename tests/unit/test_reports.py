@@ -28,6 +28,7 @@ from dropscan.manifest import build_manifest, validate, verdict
 from dropscan.reports import FORMATS, render
 from dropscan.reports import html as html_report
 from dropscan.reports.spdx import build_document
+from dropscan.reports.view import components
 from dropscan.summary import body
 
 SAMPLE = Path(__file__).parents[1] / "data" / "busybox-acme.manifest.json.gz"
@@ -73,6 +74,19 @@ def test_sample_manifests_follow_the_schema(sample: Manifest, old: Manifest) -> 
     validate(sample)
     validate(old)
     assert sample["verdict"] == "action-required" and old["verdict"] == "review"
+
+
+def test_files_without_a_component_key_go_to_the_longest_matching_prefix(sample: Manifest) -> None:
+    nested = {**sample["components"][1], "prefix": BUSYBOX + "drivers/acme/"}
+    sample["components"].append(nested)
+    for f in sample["files"] + sample["flags"]:
+        del f["component"]
+    views = {v.prefix: v for v in components(sample)}
+    assert {f["path"] for f in views[nested["prefix"]].review} == {
+        p for p in review_paths(sample) if p.startswith(nested["prefix"])
+    }
+    assert not any(f["path"].startswith(nested["prefix"]) for f in views[BUSYBOX].review)
+    assert {fl["path"] for fl in views[nested["prefix"]].flags} >= {BUSYBOX + "drivers/acme/blob_0.o"}
 
 
 # ------------------------------------------------------------------ text

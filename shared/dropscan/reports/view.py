@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,12 +148,6 @@ def components(manifest: Manifest) -> list[ComponentView]:
         if v is not None:
             v.flags.append(fl)
     return views
-
-
-def unassigned_flags(manifest: Manifest, views: Iterable[ComponentView]) -> list[Mapping[str, Any]]:
-    """Flags that belong to no component (a flag on the drop as a whole)."""
-    placed = {id(f) for v in views for f in v.flags}
-    return [f for f in flags(manifest) if id(f) not in placed]
 
 
 def trusted_releases(manifest: Manifest) -> list[dict[str, Any]]:
