@@ -13,7 +13,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,triage]'
 	touch $(STAMP)
 
 # Real upstream data: released sdists from PyPI (fetched once into .cache/demo).

@@ -1,4 +1,4 @@
-"""finalize: the last chunk of a scan is done -> results/<supplier>/<scan-id>/manifest.json."""
+"""finalize: the last chunk of a scan is done -> its classified files, handed to triage."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ processor = BatchProcessor(event_type=EventType.SQS)
 def record_handler(record: SQSRecord) -> None:
     # the message id is the claim token: a redelivery of this message may finish what it started
     if finalize_scan(current_services(), json_body(record)["scan_id"], token=record.message_id):
-        metrics.add_metric(name="ManifestsWritten", unit="Count", value=1)
+        metrics.add_metric(name="ScansClassified", unit="Count", value=1)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -81,6 +81,8 @@ def cmd_scan(a: argparse.Namespace) -> int:
         raise UsageError(f"no such drop archive: {drop}")
     upstreams = [parse_upstream(u) for u in a.upstream]
     metadata = {"components": ",".join(a.declare)} if a.declare else {}
+    if a.arch:
+        metadata["arch"] = a.arch
     status = _progress(a.quiet)
     with _stack(a) as (client, mailbox):
         for u in upstreams:
@@ -282,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--low-trust", action="append", default=[], metavar="PACKAGE")
     p.add_argument("--supplier", default="local")
     p.add_argument("--declare", action="append", default=[], metavar="PACKAGE@VERSION")
+    p.add_argument(
+        "--arch", help="the device's architecture (x-amz-meta-arch), e.g. mips: configurations must match"
+    )
     p.add_argument("--manifest-out", metavar="FILE")
     p.add_argument("--eml-dir", metavar="DIR", help="write the notification as an .eml file here")
     p.add_argument("--timeout", type=float, default=3600.0)

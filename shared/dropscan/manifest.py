@@ -16,8 +16,17 @@ SCHEMA = "dropscan.manifest/1"
 TERMINAL = ("complete", "rejected", "failed")
 
 
+REPORT_FORMATS = ("html", "spdx", "cyclonedx")
+_REPORT_NAMES = {"html": "report.html", "spdx": "sbom.spdx.json", "cyclonedx": "sbom.cdx.json"}
+
+
 def manifest_key(supplier: str, scan_id: str) -> str:
     return f"results/{supplier}/{scan_id}/manifest.json"
+
+
+def report_key(supplier: str, scan_id: str, fmt: str) -> str:
+    """Reports live beside the manifest, under the supplier's prefix."""
+    return f"results/{supplier}/{scan_id}/{_REPORT_NAMES[fmt]}"
 
 
 def summarize(files: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -35,11 +44,14 @@ def summarize(files: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def verdict(status: str, summary: Mapping[str, Any]) -> str:
+    """``action-required`` on a red flag of that severity or a declared component not delivered;
+    ``review`` while files need review or flags ask for it; else ``clean``."""
     if status != "complete":
         return status
-    if summary.get("mismatches"):
+    flags = summary.get("flags") or {}
+    if summary.get("mismatches") or flags.get("action-required"):
         return "action-required"
-    return "review" if summary["review"] else "clean"
+    return "review" if summary["review"] or flags.get("review") else "clean"
 
 
 def build_manifest(

@@ -1,4 +1,4 @@
-"""The stages of a scan, one function each: unpack, lookup, finalize, notify, and ingest of upstreams."""
+"""The stages of a scan, one function each: unpack, lookup, finalize, triage, notify; ingest of upstreams."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import gzip
 import hashlib
 import json
 import re
+import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -15,11 +16,13 @@ from urllib.parse import unquote_plus
 
 from aws_lambda_powertools import Logger
 
+from dropscan import licenses, reports, triage
 from dropscan.archive import ArchiveReadError, walk
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
-from dropscan.manifest import build_manifest, manifest_key
+from dropscan.extract import Extracted, contents_by_digest
+from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key
 from dropscan.models import FileRecord, Trust
 from dropscan.releases import (
     Release,
@@ -275,7 +278,10 @@ def _chunk_results(svc: Services, scan_id: str, total: int) -> Iterator[dict[str
 
 
 def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
-    """Merge the chunk results into the manifest; returns its key, None if another run wrote it."""
+    """Merge the chunk results into the classified manifest and hand it to triage.
+
+    Returns the work key of the classified manifest, None if another run has it (or wrote it).
+    """
     started = time.perf_counter()
     scan = svc.scans.get(scan_id)
     if scan is None:
@@ -331,27 +337,92 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
         created_at=scan.created_at,
         finished_at=now(),
     )
-    svc.s3.put_object(
-        Bucket=svc.settings.results_bucket,
-        Key=key,
-        Body=json.dumps(manifest, indent=1).encode(),
-        ContentType="application/json",
+    # the manifest is written by triage; finalize hands over the classified files
+    work = work_key(scan_id, "classified", 0)
+    svc.s3.put_object(Bucket=svc.settings.results_bucket, Key=work, Body=_gz_json(manifest))
+    svc.sqs.send_message(
+        QueueUrl=svc.settings.triage_queue_url, MessageBody=json.dumps({"scan_id": scan_id, "key": work})
     )
-    svc.scans.set_status(scan_id, status)
+    return work
+
+
+# ------------------------------------------------------------------ stage 4: triage
+def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
+    """Licences and red flags of the review set, the reports, then the manifest; returns its key."""
+    started = time.perf_counter()
+    bucket = svc.settings.results_bucket
+    obj = svc.s3.get_object(Bucket=bucket, Key=message["key"])
+    manifest: dict[str, Any] = json.loads(gzip.decompress(obj["Body"].read()))
+    key = manifest_key(manifest["supplier"], manifest["scan_id"])
+    if object_exists(svc.s3, bucket, key):
+        return None  # a redelivery after the manifest was written
+    if manifest["status"] == "complete":
+        extracted = _read_again(svc, manifest)
+        found = triage.triage_manifest(
+            manifest,
+            extracted.content,
+            detector=licenses.detector(svc.settings.triage_detector),
+            truncated=extracted.truncated,
+        )
+        triage.apply(manifest, found)
+        for f in manifest["files"]:
+            if f["sha256"] in extracted.sha1:
+                f["sha1"] = extracted.sha1[f["sha256"]]
+    manifest["reports"] = {
+        fmt: report_key(manifest["supplier"], manifest["scan_id"], fmt) for fmt in REPORT_FORMATS
+    }
+    manifest["stats"]["seconds"]["triage"] = round(time.perf_counter() - started, 3)
+    manifest["finished_at"] = now()
+    for fmt, report in manifest["reports"].items():
+        svc.s3.put_object(
+            Bucket=bucket,
+            Key=report,
+            Body=reports.render(manifest, fmt).encode(),
+            ContentType=reports.FORMATS[fmt].media_type,
+        )
+    # written last: its creation is what fires the notification
+    svc.s3.put_object(
+        Bucket=bucket, Key=key, Body=json.dumps(manifest, indent=1).encode(), ContentType="application/json"
+    )
+    svc.scans.set_status(manifest["scan_id"], manifest["status"])
     return key
 
 
-# ------------------------------------------------------------------ stage 4: notify
+def _read_again(svc: Services, manifest: Mapping[str, Any]) -> Extracted:
+    """The bytes of the review set (and licence files) out of the drop, spooled to scratch space."""
+    src = manifest["source"]
+    extra = {"VersionId": src["version_id"]} if src.get("version_id") else {}
+    with tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".drop") as spool:
+        svc.s3.download_fileobj(src["bucket"], src["key"], spool, ExtraArgs=extra or None)
+        spool.flush()
+        return contents_by_digest(spool.name, triage.wanted_digests(manifest))
+
+
+# ------------------------------------------------------------------ stage 5: notify
 def notify_manifest(svc: Services, bucket: str, key: str) -> str:
     """Publish the summary of one manifest; returns the SNS message id."""
     manifest = json.loads(svc.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    links = report_links(svc, bucket, key, manifest)
     resp = svc.sns.publish(
         TopicArn=svc.settings.topic_arn,
         Subject=subject(manifest),
-        Message=body(manifest),
+        Message=body(manifest, links=links, links_expire=svc.settings.report_link_expiry),
         MessageAttributes=message_attributes(manifest),
     )
     return resp["MessageId"]
+
+
+def report_links(svc: Services, bucket: str, key: str, manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Pre-signed GET URLs of the manifest and its reports (never logged: they are bearer tokens)."""
+    keys = {"manifest": key, **(manifest.get("reports") or {})}
+    return {
+        name: svc.s3.generate_presigned_url(
+            "get_object",
+            Params={"Bucket": bucket, "Key": k},
+            ExpiresIn=svc.settings.report_link_expiry,
+        )
+        for name, k in keys.items()
+    }
 
 
 # ------------------------------------------------------------------ ingest of upstream releases

@@ -29,15 +29,17 @@ class Services:
     settings: Settings
     session: boto3.session.Session | None = None
 
-    def _client(self, name: str) -> object:
+    def _client(self, name: str, extra: Config | None = None) -> object:
         session = self.session or boto3.session.Session()
+        config = _CONFIG.merge(extra) if extra else _CONFIG
         return session.client(  # type: ignore[call-overload]
-            name, region_name=self.settings.region, endpoint_url=self.settings.endpoint_url, config=_CONFIG
+            name, region_name=self.settings.region, endpoint_url=self.settings.endpoint_url, config=config
         )
 
     @cached_property
     def s3(self) -> S3Client:
-        return self._client("s3")  # type: ignore[return-value]
+        # SigV4 for the pre-signed report links (boto3 would otherwise sign some with SigV2)
+        return self._client("s3", Config(signature_version="s3v4"))  # type: ignore[return-value]
 
     @cached_property
     def sqs(self) -> SQSClient:

@@ -17,6 +17,10 @@ class Settings:
     chunk_queue_url: str
     finalize_queue_url: str
     topic_arn: str
+    triage_queue_url: str = ""
+    triage_detector: str = "auto"  # auto | scancode | tags
+    report_link_expiry: int = 43200  # seconds; also bounded by the function role's session
+    scratch_dir: str | None = None  # where triage spools the drop (Lambda: /tmp)
     chunk_size: int = 1000
     max_nesting_depth: int = 8
     region: str = "us-east-1"
@@ -37,6 +41,10 @@ class Settings:
             chunk_queue_url=e["CHUNK_QUEUE_URL"],
             finalize_queue_url=e["FINALIZE_QUEUE_URL"],
             topic_arn=e["TOPIC_ARN"],
+            triage_queue_url=e.get("TRIAGE_QUEUE_URL", ""),
+            triage_detector=e.get("TRIAGE_DETECTOR", "auto"),
+            report_link_expiry=int(e.get("REPORT_LINK_EXPIRY", "43200")),
+            scratch_dir=e.get("SCRATCH_DIR") or None,
             chunk_size=int(e.get("CHUNK_SIZE", "1000")),
             max_nesting_depth=int(e.get("MAX_NESTING_DEPTH", "8")),
             region=e.get("AWS_REGION") or e.get("AWS_DEFAULT_REGION") or "us-east-1",

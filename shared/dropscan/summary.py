@@ -24,12 +24,23 @@ def drop_name(manifest: Mapping[str, Any]) -> str:
 
 
 def subject(manifest: Mapping[str, Any]) -> str:
+    """``dropscan: <supplier>/<drop> — <verdict>: <review> of <files> files (<pct>%) need review``.
+
+    Over SNS's limit, the drop name is shortened in the middle first: the verdict and the counts
+    are what a reader of an inbox needs to see.
+    """
     s = manifest["summary"]
-    head = f"dropscan: {manifest['supplier']}/{drop_name(manifest)} — {manifest['verdict']}"
     if manifest["status"] == "complete":
-        text = f"{head}: {s['review']:,} of {s['files']:,} files ({s['review_pct']:.1f}%) need review"
+        tail = f" — {manifest['verdict']}: {s['review']:,} of {s['files']:,} files ({s['review_pct']:.1f}%) need review"
     else:
-        text = f"{head}: {manifest['reason'] or manifest['status']}"
+        tail = f" — {manifest['verdict']}: {manifest['reason'] or manifest['status']}"
+    head = f"dropscan: {manifest['supplier']}/"
+    name = drop_name(manifest)
+    room = SUBJECT_LIMIT - len(head) - len(tail)
+    if len(name) > room >= 12:
+        keep = room - 1
+        name = name[: keep - keep // 2] + "…" + name[len(name) - keep // 2 :]
+    text = head + name + tail
     return text if len(text) <= SUBJECT_LIMIT else text[: SUBJECT_LIMIT - 1] + "…"
 
 
@@ -54,7 +65,13 @@ def component_line(c: Mapping[str, Any]) -> str:
     return f"{name}{where} — " + ", ".join(parts)
 
 
-def body(manifest: Mapping[str, Any], *, review_limit: int = 50) -> str:
+def body(
+    manifest: Mapping[str, Any],
+    *,
+    review_limit: int = 50,
+    links: Mapping[str, str] | None = None,
+    links_expire: int | None = None,
+) -> str:
     s = manifest["summary"]
     src = manifest["source"]
     lines = [
@@ -101,7 +118,7 @@ def body(manifest: Mapping[str, Any], *, review_limit: int = 50) -> str:
         lines.append("Unreadable nested archives:")
         lines += [f"  {f['path']}: {f['unreadable']}" for f in unreadable[:review_limit]]
         lines.append("")
-    lines += _report_lines(manifest)
+    lines += _report_lines(manifest, links, links_expire)
     return "\n".join(lines)
 
 
@@ -146,7 +163,9 @@ def _review_line(f: Mapping[str, Any]) -> str:
     return f"  {f['class']:<9} {f['path']}" + (f"  [{'; '.join(found)}]" if found else "")
 
 
-def _report_lines(manifest: Mapping[str, Any]) -> list[str]:
+def _report_lines(
+    manifest: Mapping[str, Any], links: Mapping[str, str] | None = None, links_expire: int | None = None
+) -> list[str]:
     reports = manifest.get("reports") or {}
     if not reports:
         return []
@@ -155,6 +174,10 @@ def _report_lines(manifest: Mapping[str, Any]) -> list[str]:
         f"  manifest   {manifest_key(manifest['supplier'], manifest['scan_id'])}",
     ]
     lines += [f"  {name:<10} {key}" for name, key in reports.items()]
+    if links:
+        hours = f" (links valid for {links_expire / 3600:g} h)" if links_expire else ""
+        lines += ["", f"Download{hours}:"]
+        lines += [f"  {name:<10} {url}" for name, url in links.items()]
     return [*lines, ""]
 
 

@@ -72,3 +72,20 @@ def test_busybox_drop_matches_ground_truth_on_every_file(busybox_case: Path, tmp
     summary = manifest["summary"]
     assert f"{summary['review']} of {summary['files']:,} files" in mail["Subject"]
     assert "busybox 1.35.0 [busybox-1.35.0-acme/]" in mail.get_content()
+
+    flags = {(f["path"].split("/", 1)[1], f["kind"]): f for f in manifest["flags"]}
+    noncommercial = flags["lib/acme_crc.c", "non-commercial"]
+    assert (noncommercial["severity"], noncommercial["line"]) == ("action-required", 4)
+    assert "non-commercial use" in noncommercial["evidence"]
+    assert flags["drivers/acme/blob_0.o", "prebuilt-binary"]["evidence"].startswith("ELF 64-bit")
+    # build_case.py cycles the vendor files through four headers: proprietary, BSD, GPL, reserved
+    vendor = sorted(p.split("/", 1)[1] for p in expected["files"] if "/drivers/acme/acme_" in p)
+    assert vendor
+    for i, path in enumerate(vendor):
+        kind = {0: "proprietary", 1: "license-different", 2: None, 3: "no-license-grant"}[i % 4]
+        found = sorted(k for p, k in flags if p == path)
+        assert found == ([kind] if kind else []), path
+    assert "CONFIDENTIAL AND PROPRIETARY" in flags[vendor[0], "proprietary"]["evidence"]
+    assert manifest["verdict"] == "action-required"
+    assert "Red flags" in mail.get_content()
+    assert set(manifest["reports"]) == {"html", "spdx", "cyclonedx"}

@@ -66,7 +66,9 @@ def test_unpack_fails_the_batch_for_a_missing_object_so_sqs_redelivers(
         app("UnpackFunction")(event, context())
 
 
-def test_finalize_writes_exactly_one_manifest(stack: EmbeddedStack, tmp_path: Path, app: Any) -> None:
+def test_finalize_and_triage_write_exactly_one_manifest(
+    stack: EmbeddedStack, tmp_path: Path, app: Any
+) -> None:
     stack.client.ingest(make_tar(tmp_path / "foo-1.0.tar.gz", UPSTREAM_FILES), "foo", "1.0")
     drop = make_tar(tmp_path / "drop.tar.gz", DROP_FILES)
     scan_id = put_drop(stack, drop, "drops/acme/drop.tar.gz")
@@ -88,6 +90,10 @@ def test_finalize_writes_exactly_one_manifest(stack: EmbeddedStack, tmp_path: Pa
     )
 
     assert first == second == {"batchItemFailures": []}
+    [handover] = queue_bodies(stack, "TriageFunction")  # the second finalize lost its claim
+    triage = load_event("sqs_triage.json", MESSAGE_ID="m-3", SCAN_ID=scan_id, WORK_KEY=handover["key"])
+    assert app("TriageFunction")(triage, context()) == {"batchItemFailures": []}
+    assert app("TriageFunction")(triage, context()) == {"batchItemFailures": []}  # redelivered
     key = manifest_key("acme", scan_id)
     versions = stack.client.s3.list_object_versions(Bucket=stack.names.results_bucket, Prefix=key)
     assert len(versions.get("Versions", [])) == 1
@@ -95,6 +101,7 @@ def test_finalize_writes_exactly_one_manifest(stack: EmbeddedStack, tmp_path: Pa
         stack.client.s3.get_object(Bucket=stack.names.results_bucket, Key=key)["Body"].read()
     )
     assert manifest["summary"]["files"] == len(DROP_FILES)
+    assert set(manifest["reports"]) == {"html", "spdx", "cyclonedx"}
 
 
 def test_lookup_counts_a_redelivered_chunk_once(stack: EmbeddedStack, tmp_path: Path, app: Any) -> None:
