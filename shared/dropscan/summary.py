@@ -31,7 +31,8 @@ def subject(manifest: Mapping[str, Any]) -> str:
     """
     s = manifest["summary"]
     if manifest["status"] == "complete":
-        tail = f" — {manifest['verdict']}: {s['review']:,} of {s['files']:,} files ({s['review_pct']:.1f}%) need review"
+        counts = f"{s['review']:,} of {s['files']:,} files ({s['review_pct']:.1f}%) need review"
+        tail = f" — {manifest['verdict']}: {counts}"
     else:
         tail = f" — {manifest['verdict']}: {manifest['reason'] or manifest['status']}"
     head = f"dropscan: {manifest['supplier']}/"
