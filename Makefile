@@ -55,6 +55,8 @@ bench: install cases
 	$(BIN)/python $(CASES_SRC)/build_case.py $(CASES_SRC)/busybox.json --cache $(CASES_DIR) --out .cache/bench/busybox >/dev/null
 	$(BIN)/python -m dropscan.bench --upstream busybox@1.35.0=$(CASES_DIR)/busybox_1.35.0.orig.tar.bz2 \
 	  --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz --out bench-out/busybox
+	$(BIN)/python -m dropscan.bench_triage --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz \
+	  --expected .cache/bench/busybox/expected.json --out bench-out/busybox
 
 bench-linux: install
 	@command -v hashdeep >/dev/null || apt-get install -y -qq hashdeep >/dev/null || true
