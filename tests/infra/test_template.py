@@ -38,7 +38,7 @@ def _value(v: Any, parameters: dict[str, Any]) -> int:
 
 def test_every_event_source_reports_partial_batch_failures(resources: dict[str, Any]) -> None:
     mappings = of_type(resources, "AWS::Lambda::EventSourceMapping")
-    assert len(mappings) == 5
+    assert len(mappings) == 6  # unpack, lookup, finalize, triage, notify, ingest
     for m in mappings.values():
         assert m["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
