@@ -305,6 +305,9 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     for f in files:
         by_component.setdefault(component_of(f["path"]), []).append(f)
     components = [resolve_component(p, fs, packages, load) for p, fs in sorted(by_component.items())]
+    for c in components:  # the report tells lawyers at which trust level each upstream was taken
+        info = packages.get(c["package"]) if c["identified"] else None
+        c["trust"] = info.trust.value if info else None
     metadata = dict(scan.metadata.as_dict()) if scan.metadata else {}
     mismatches = declared_mismatches(parse_declared(metadata.get("components")), components)
     stats.add(**{k: v for k, v in db.stats.as_dict().items()})

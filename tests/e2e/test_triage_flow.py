@@ -42,7 +42,7 @@ def test_red_flags_raise_the_verdict_and_the_reports_are_linked(stack: EmbeddedS
     assert manifest["verdict"] == "action-required"
     assert manifest["summary"]["flags"] == {"action-required": 3, "review": 0}
     [component] = manifest["components"]
-    assert component["license"] == "GPL-2.0-only"
+    assert (component["license"], component["trust"]) == ("GPL-2.0-only", "high")
     assert all(len(f["sha1"]) == 40 for f in manifest["files"])
 
     s3 = stack.client.s3
