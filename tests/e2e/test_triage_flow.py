@@ -5,6 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+from spdx_tools.spdx.parser.parse_anything import parse_file
+from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
+
 from dropscan.local.embedded import EmbeddedStack
 from dropscan.manifest import validate
 
@@ -50,10 +55,15 @@ def test_red_flags_raise_the_verdict_and_the_reports_are_linked(stack: EmbeddedS
     html = s3.get_object(Bucket=bucket, Key=manifest["reports"]["html"])["Body"].read().decode()
     text = html.replace("<wbr>", "")  # long paths may break after a slash
     assert "foo-1.0-acme/acme/crc.c" in text and "non-commercial" in text
-    spdx = json.loads(s3.get_object(Bucket=bucket, Key=manifest["reports"]["spdx"])["Body"].read())
-    assert spdx["spdxVersion"] == "SPDX-2.3"
-    cdx = json.loads(s3.get_object(Bucket=bucket, Key=manifest["reports"]["cyclonedx"])["Body"].read())
-    assert "pkg:generic/foo@1.0" in {c.get("purl") for c in cdx["components"]}
+    spdx_file = tmp_path / "sbom.spdx.json"
+    spdx_file.write_bytes(s3.get_object(Bucket=bucket, Key=manifest["reports"]["spdx"])["Body"].read())
+    document = parse_file(str(spdx_file))
+    assert validate_full_spdx_document(document) == []
+    assert {p.name for p in document.packages} >= {"foo"}
+    assert len(document.files) == len(FLAGGED)  # every file, with its SHA-1 and SHA-256
+    cdx_text = s3.get_object(Bucket=bucket, Key=manifest["reports"]["cyclonedx"])["Body"].read().decode()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(cdx_text) is None
+    assert "pkg:generic/foo@1.0" in {c.get("purl") for c in json.loads(cdx_text)["components"]}
 
     [note] = stack.mailbox.for_scan(scan_id)
     assert note.subject.startswith("dropscan: acme/router.tar.gz — action-required: ")
