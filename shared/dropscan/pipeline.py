@@ -19,6 +19,7 @@ from dropscan.archive import ArchiveReadError, walk
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
+from dropscan.idempotency import once
 from dropscan.manifest import build_manifest, manifest_key
 from dropscan.models import FileRecord, Trust
 from dropscan.releases import (
@@ -150,6 +151,14 @@ def send_finalize(svc: Services, scan_id: str) -> None:
 def unpack_upload(svc: Services, bucket: str, key: str) -> str | None:
     """Hash every file of an uploaded drop into chunks; returns the scan id, None for a duplicate."""
     head = svc.s3.head_object(Bucket=bucket, Key=key)
+    # a redelivered event (same object version) stops here; a repeated upload, at the scan id
+    identity = {"bucket": bucket, "key": key, "version": head.get("VersionId") or head.get("ETag", "")}
+    return once(svc, "unpack", _unpack_object, svc=svc, bucket=bucket, key=key, head=head, identity=identity)
+
+
+def _unpack_object(
+    *, svc: Services, bucket: str, key: str, head: dict[str, Any], identity: dict[str, str]
+) -> str | None:
     etag = head.get("ETag", "").strip('"') or None
     parsed = parse_drop_key(key)
     upload = Upload(
@@ -268,8 +277,8 @@ def object_exists(s3: Any, bucket: str, key: str) -> bool:
     return True
 
 
-def _chunk_results(svc: Services, scan_id: str, total: int) -> Iterator[dict[str, Any]]:
-    for seq in range(total):
+def _chunk_results(svc: Services, scan_id: str, seqs: Iterable[int]) -> Iterator[dict[str, Any]]:
+    for seq in seqs:
         obj = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq))
         yield json.loads(gzip.decompress(obj["Body"].read()))
 
@@ -287,7 +296,8 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     files: list[dict[str, Any]] = []
     stats = CallStats()
     lookup_seconds = 0.0
-    for result in _chunk_results(svc, scan_id, int(scan.chunks_total or 0)):
+    # the chunks counted done: all of them, unless the sweeper gave up on the scan
+    for result in _chunk_results(svc, scan_id, sorted(int(s) for s in scan.done_chunks or ())):
         files.extend(result["files"])
         stats.add(**result["dynamodb"])
         lookup_seconds += result["seconds"]
@@ -342,8 +352,13 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
 
 
 # ------------------------------------------------------------------ stage 4: notify
-def notify_manifest(svc: Services, bucket: str, key: str) -> str:
-    """Publish the summary of one manifest; returns the SNS message id."""
+def notify_manifest(svc: Services, bucket: str, key: str) -> str | None:
+    """Publish the summary of one manifest once; returns the SNS message id, None if published before."""
+    identity = {"bucket": bucket, "key": key}
+    return once(svc, "notify", _publish_summary, svc=svc, bucket=bucket, key=key, identity=identity)
+
+
+def _publish_summary(*, svc: Services, bucket: str, key: str, identity: dict[str, str]) -> str:
     manifest = json.loads(svc.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     resp = svc.sns.publish(
         TopicArn=svc.settings.topic_arn,
