@@ -60,6 +60,14 @@ def load_handler(spec: FunctionSpec) -> Handler:
     return handler
 
 
+class InvocationKilled(BaseException):
+    """Ends an invocation as Lambda's timeout or out-of-memory kill does: no response, nothing cleaned up.
+
+    A BaseException, so that neither the batch processor nor Powertools' idempotency catch it (they do
+    not get the chance on Lambda either); fault-injection tests raise it.
+    """
+
+
 @dataclass
 class Delivery:
     function: str
@@ -141,7 +149,7 @@ class Dispatcher:
         try:
             with self._quiet():
                 result = self._invoke(fn, event)
-        except Exception:
+        except (Exception, InvocationKilled):
             # EventBridge invokes asynchronously: the error is logged and the next run comes anyway
             error = traceback.format_exc()
             self.history.append(Delivery(fn.logical_id, 0, 1, error))
@@ -187,7 +195,7 @@ class Dispatcher:
                 result = self._invoke(fn, event)
             if mapping.report_batch_item_failures and isinstance(result, dict):
                 failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
-        except Exception:  # a crashed invocation: Lambda leaves the whole batch for redelivery
+        except (Exception, InvocationKilled):  # a crashed invocation: the whole batch is redelivered
             error = traceback.format_exc()
             failed = {m["MessageId"] for m in messages}
             if self.log_stream is not None:

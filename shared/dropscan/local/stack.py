@@ -212,6 +212,7 @@ def deploy(
         for n, u in queue_urls.items()
     }
     _apply_notifications(s3, tr, physical, arns)
+    _apply_bucket_settings(s3, tr, physical)
     _apply_time_to_live(session.client("dynamodb", region_name=REGION), tr, physical)
     functions = _functions(session, tr, physical)
     mappings = [
@@ -265,6 +266,38 @@ def _apply_notifications(s3: Any, tr: Translation, physical: dict[str, str], arn
         s3.put_bucket_notification_configuration(
             Bucket=physical[bucket], NotificationConfiguration={"QueueConfigurations": queues}
         )
+
+
+def _lifecycle_rule(rule: dict[str, Any]) -> dict[str, Any]:
+    """A CloudFormation lifecycle rule in the S3 API's shape (the fields the template uses)."""
+    out: dict[str, Any] = {
+        "ID": rule["Id"],
+        "Status": rule["Status"],
+        "Filter": {"Prefix": rule.get("Prefix", "")},
+    }
+    if "ExpirationInDays" in rule:
+        out["Expiration"] = {"Days": rule["ExpirationInDays"]}
+    if "AbortIncompleteMultipartUpload" in rule:
+        out["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
+    return out
+
+
+def _apply_bucket_settings(s3: Any, tr: Translation, physical: dict[str, str]) -> None:
+    """moto's CloudFormation applies a bucket's encryption only: versioning, public access block and
+    lifecycle rules are put on the bucket from the template."""
+    for name, res in tr.template["Resources"].items():
+        if res["Type"] != "AWS::S3::Bucket":
+            continue
+        props, bucket = res.get("Properties", {}), physical[name]
+        if "VersioningConfiguration" in props:
+            s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration=props["VersioningConfiguration"])
+        if "PublicAccessBlockConfiguration" in props:
+            s3.put_public_access_block(
+                Bucket=bucket, PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"]
+            )
+        if "LifecycleConfiguration" in props:
+            rules = [_lifecycle_rule(r) for r in props["LifecycleConfiguration"]["Rules"]]
+            s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": rules})
 
 
 def _apply_time_to_live(dynamodb: Any, tr: Translation, physical: dict[str, str]) -> None:
