@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from botocore.awsrequest import AWSResponse
 
@@ -34,6 +34,10 @@ def always(params: Params) -> bool:
 
 def key_contains(text: str) -> When:
     return lambda params: text in str(params.get("Key", ""))
+
+
+def _response(url: str, status: int, headers: dict[str, str], body: bytes) -> AWSResponse:
+    return AWSResponse(url, status, cast(Any, headers), _Raw(body))
 
 
 class _Raw(io.BytesIO):
@@ -134,7 +138,7 @@ class Faults:
         def answer(request: Any, **_: Any) -> AWSResponse | None:
             if mark not in (request.context or {}) or not self._take(name, times):
                 return None
-            return AWSResponse(request.url, status, headers, _Raw(body))
+            return _response(request.url, status, headers, body)
 
         self._on(client, f"before-send.{service}.{operation}", answer)
         return name
@@ -188,7 +192,7 @@ class Faults:
             if held not in context or keep:
                 return None
             table, _keys = context[held]
-            return AWSResponse("", 200, {}, _Raw(b"{}")), {"Responses": {table: []}}
+            return _response("", 200, {}, b"{}"), {"Responses": {table: []}}
 
         def give_back(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
             if held in context:
