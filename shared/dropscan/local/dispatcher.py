@@ -97,12 +97,9 @@ class Dispatcher:
         reset_services()
         specs = [m.function for m in stack.mappings] + [s.function for s in stack.schedules]
         self._handlers = {f.logical_id: load_handler(f) for f in specs}
-        start = time.monotonic()
-        self._next_run = {
-            s.rule: start + (schedule_every if schedule_every is not None else s.period_s)
-            for s in stack.schedules
-        }
         self._schedule_every = schedule_every
+        start = time.monotonic()
+        self._next_run = {s.rule: start + self._period(s) for s in stack.schedules}
         self._saved_streams: list[tuple[logging.StreamHandler[Any], IO[str]]] = []
         if log_stream is not None:
             # Powertools loggers write to the stdout they saw at import; the CLI keeps stdout for results
@@ -124,9 +121,12 @@ class Dispatcher:
         now = time.monotonic()
         for s in self.stack.schedules:
             if now >= self._next_run[s.rule]:
-                self._next_run[s.rule] = now + (self._schedule_every or s.period_s)
+                self._next_run[s.rule] = now + self._period(s)
                 self._invoke_scheduled(s, datetime.now(UTC))
         return sum(self._deliver(m) for m in self.stack.mappings)
+
+    def _period(self, schedule: Schedule) -> float:
+        return self._schedule_every if self._schedule_every is not None else schedule.period_s
 
     def run_scheduled(self, logical_id: str, *, at: datetime | None = None) -> Any:
         """Invoke a scheduled function now, as its rule would at ``at`` (default: now); returns its result."""
