@@ -54,6 +54,13 @@ def s3_error(code: str, status: int) -> tuple[int, dict[str, str], bytes]:
     return status, {"Content-Type": "application/xml"}, body.encode()
 
 
+def query_error(code: str, status: int) -> tuple[int, dict[str, str], bytes]:
+    """An error of a query-protocol service (SNS, SQS's XML form)."""
+    error = f"<Error><Type>Sender</Type><Code>{code}</Code><Message>injected</Message></Error>"
+    body = f"<ErrorResponse>{error}</ErrorResponse>"
+    return status, {"Content-Type": "text/xml"}, body.encode()
+
+
 def dynamodb_error(code: str, status: int = 400) -> tuple[int, dict[str, str], bytes]:
     body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": code})
     return status, {"Content-Type": "application/x-amz-json-1.0"}, body.encode()
