@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -153,8 +154,7 @@ class Dispatcher:
             # EventBridge invokes asynchronously: the error is logged and the next run comes anyway
             error = traceback.format_exc()
             self.history.append(Delivery(fn.logical_id, 0, 1, error))
-            if self.log_stream is not None:
-                self.log_stream.write(error)
+            self._log_crash()
             if raise_errors:
                 raise
             return None
@@ -198,8 +198,7 @@ class Dispatcher:
         except (Exception, InvocationKilled):  # a crashed invocation: the whole batch is redelivered
             error = traceback.format_exc()
             failed = {m["MessageId"] for m in messages}
-            if self.log_stream is not None:
-                self.log_stream.write(error)
+            self._log_crash()
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
             self.sqs.delete_message_batch(
@@ -209,6 +208,18 @@ class Dispatcher:
         # failed messages stay invisible until the queue's visibility timeout, then the redrive policy applies
         self.history.append(Delivery(fn.logical_id, len(messages), len(failed), error))
         return len(messages)
+
+    def _log_crash(self) -> None:
+        """An invocation's unhandled error as Lambda's runtime logs it: one JSON record."""
+        if self.log_stream is None:
+            return
+        kind, exc, tb = sys.exc_info()
+        record = {
+            "errorMessage": str(exc),
+            "errorType": kind.__name__ if kind else "",
+            "stackTrace": traceback.format_tb(tb),
+        }
+        self.log_stream.write(json.dumps(record) + "\n")
 
     @contextmanager
     def _quiet(self) -> Iterator[None]:
