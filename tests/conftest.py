@@ -21,6 +21,17 @@ def stack() -> Iterator[EmbeddedStack]:
         yield es
 
 
+#: a failed delivery comes back within a second, so that retries and dead-lettering take seconds
+FAST = {"StageVisibilityTimeout": "1", "QueueVisibilityTimeout": "1", "ChunkSize": "10"}
+
+
+@pytest.fixture
+def fast_stack() -> Iterator[EmbeddedStack]:
+    """The stack with one-second visibility timeouts and chunks of ten files."""
+    with embedded(parameters=FAST) as es:
+        yield es
+
+
 @pytest.fixture
 def app(stack: EmbeddedStack) -> Callable[[str], Any]:
     """The handler of a function as the template names it: app("UnpackFunction")(event, context)."""

@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dropscan.events import s3_objects
+from dropscan.idempotency import CONFIG as idempotency
 from dropscan.pipeline import notify_manifest
 from dropscan.services import current_services
 
@@ -21,13 +22,14 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 def record_handler(record: SQSRecord) -> None:
     for bucket, key in s3_objects(record):
-        notify_manifest(current_services(), bucket, key)
-        metrics.add_metric(name="SummariesPublished", unit="Count", value=1)
+        if notify_manifest(current_services(), bucket, key):  # None: published before
+            metrics.add_metric(name="SummariesPublished", unit="Count", value=1)
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    idempotency.register_lambda_context(context)
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

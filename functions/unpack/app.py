@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dropscan.events import s3_objects
+from dropscan.idempotency import CONFIG as idempotency
 from dropscan.pipeline import unpack_upload
 from dropscan.services import current_services
 
@@ -28,6 +29,7 @@ def record_handler(record: SQSRecord) -> None:
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    idempotency.register_lambda_context(context)
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

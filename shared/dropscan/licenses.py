@@ -168,6 +168,8 @@ def scancode_available() -> bool:
 @cache
 def detector(choice: str = "auto") -> Detector:
     """``scancode`` (fail if missing), ``tags``, or ``auto`` (ScanCode when it can run)."""
+    if choice not in ("auto", "scancode", "tags"):
+        raise ValueError(f"unknown licence detector {choice!r}: auto, scancode or tags")
     if choice == "tags" or (choice == "auto" and not scancode_available()):
         return TagDetector()
     return ScancodeDetector()

@@ -22,6 +22,7 @@ from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
 from dropscan.extract import Extracted, contents_by_digest
+from dropscan.idempotency import once
 from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key
 from dropscan.models import FileRecord, Trust
 from dropscan.releases import (
@@ -153,6 +154,14 @@ def send_finalize(svc: Services, scan_id: str) -> None:
 def unpack_upload(svc: Services, bucket: str, key: str) -> str | None:
     """Hash every file of an uploaded drop into chunks; returns the scan id, None for a duplicate."""
     head = svc.s3.head_object(Bucket=bucket, Key=key)
+    # a redelivered event (same object version) stops here; a repeated upload, at the scan id
+    identity = {"bucket": bucket, "key": key, "version": head.get("VersionId") or head.get("ETag", "")}
+    return once(svc, "unpack", _unpack_object, svc=svc, bucket=bucket, key=key, head=head, identity=identity)
+
+
+def _unpack_object(
+    *, svc: Services, bucket: str, key: str, head: dict[str, Any], identity: dict[str, str]
+) -> str | None:
     etag = head.get("ETag", "").strip('"') or None
     parsed = parse_drop_key(key)
     upload = Upload(
@@ -271,8 +280,8 @@ def object_exists(s3: Any, bucket: str, key: str) -> bool:
     return True
 
 
-def _chunk_results(svc: Services, scan_id: str, total: int) -> Iterator[dict[str, Any]]:
-    for seq in range(total):
+def _chunk_results(svc: Services, scan_id: str, seqs: Iterable[int]) -> Iterator[dict[str, Any]]:
+    for seq in seqs:
         obj = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq))
         yield json.loads(gzip.decompress(obj["Body"].read()))
 
@@ -293,7 +302,8 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     files: list[dict[str, Any]] = []
     stats = CallStats()
     lookup_seconds = 0.0
-    for result in _chunk_results(svc, scan_id, int(scan.chunks_total or 0)):
+    # the chunks counted done: all of them, unless the sweeper gave up on the scan
+    for result in _chunk_results(svc, scan_id, sorted(int(s) for s in scan.done_chunks or ())):
         files.extend(result["files"])
         stats.add(**result["dynamodb"])
         lookup_seconds += result["seconds"]
@@ -360,17 +370,7 @@ def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
     if object_exists(svc.s3, bucket, key):
         return None  # a redelivery after the manifest was written
     if manifest["status"] == "complete":
-        extracted = _read_again(svc, manifest)
-        found = triage.triage_manifest(
-            manifest,
-            extracted.content,
-            detector=licenses.detector(svc.settings.triage_detector),
-            truncated=extracted.truncated,
-        )
-        triage.apply(manifest, found)
-        for f in manifest["files"]:
-            if f["sha256"] in extracted.sha1:
-                f["sha1"] = extracted.sha1[f["sha256"]]
+        _triage_into(svc, manifest)
     manifest["reports"] = {
         fmt: report_key(manifest["supplier"], manifest["scan_id"], fmt) for fmt in REPORT_FORMATS
     }
@@ -391,6 +391,30 @@ def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
     return key
 
 
+def _triage_into(svc: Services, manifest: dict[str, Any]) -> None:
+    """Write the triage into the manifest; a triage that breaks is recorded, not retried forever.
+
+    S3 errors propagate (the message returns and is retried); anything else (a detector crash, a
+    drop libarchive reads differently the second time) becomes ``triage.error`` in the manifest,
+    which then still ends the scan with its classes, and the verdict is at least ``review``.
+    """
+    extracted = _read_again(svc, manifest)
+    try:
+        detector = licenses.detector(svc.settings.triage_detector)
+        found = triage.triage_manifest(
+            manifest, extracted.content, detector=detector, truncated=extracted.truncated
+        )
+    except Exception as e:  # errors are data: the manifest says triage did not finish
+        logger.exception("triage failed", extra={"scan_id": manifest["scan_id"]})
+        found = triage.TriageReport(
+            detector=svc.settings.triage_detector, error=f"{type(e).__name__}: {e}"[:300]
+        )
+    triage.apply(manifest, found)
+    for f in manifest["files"]:
+        if f["sha256"] in extracted.sha1:
+            f["sha1"] = extracted.sha1[f["sha256"]]
+
+
 def _read_again(svc: Services, manifest: Mapping[str, Any]) -> Extracted:
     """The bytes of the review set (and licence files) out of the drop, spooled to scratch space."""
     src = manifest["source"]
@@ -402,8 +426,13 @@ def _read_again(svc: Services, manifest: Mapping[str, Any]) -> Extracted:
 
 
 # ------------------------------------------------------------------ stage 5: notify
-def notify_manifest(svc: Services, bucket: str, key: str) -> str:
-    """Publish the summary of one manifest; returns the SNS message id."""
+def notify_manifest(svc: Services, bucket: str, key: str) -> str | None:
+    """Publish the summary of one manifest once; returns the SNS message id, None if published before."""
+    identity = {"bucket": bucket, "key": key}
+    return once(svc, "notify", _publish_summary, svc=svc, bucket=bucket, key=key, identity=identity)
+
+
+def _publish_summary(*, svc: Services, bucket: str, key: str, identity: dict[str, str]) -> str:
     manifest = json.loads(svc.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     links = report_links(svc, bucket, key, manifest)
     resp = svc.sns.publish(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -10,7 +11,23 @@ from typing import Any
 from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.expressions.update import Action
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
+
+from dropscan.manifest import TERMINAL
+
+OPEN = "open"  # the value of ``pending`` while a scan has no manifest
+
+
+class OpenScans(GlobalSecondaryIndex["ScanItem"]):
+    """Sparse: only scans still holding ``pending``, by creation time (the sweeper's query)."""
+
+    class Meta:
+        index_name = "open-scans"
+        projection = KeysOnlyProjection()
+
+    pending = UnicodeAttribute(hash_key=True)
+    created_at = UnicodeAttribute(range_key=True)
 
 
 class ScanItem(Model):
@@ -34,6 +51,8 @@ class ScanItem(Model):
     created_at = UnicodeAttribute()
     finalized_at = UnicodeAttribute(null=True)
     finalizer = UnicodeAttribute(null=True)  # the finalize message that claimed the scan
+    pending = UnicodeAttribute(null=True)  # OPEN until the scan has its manifest (set_status terminal)
+    open_scans = OpenScans()
 
 
 def now() -> str:
@@ -79,6 +98,7 @@ class ScanStore:
             version_id=upload.version_id,
             metadata=upload.metadata or None,
             created_at=now(),
+            pending=OPEN,
         )
         try:
             item.save(condition=self.model.scan_id.does_not_exist())
@@ -101,7 +121,13 @@ class ScanStore:
         ]
         if reason:
             actions.append(self.model.reason.set(reason))
-        item.update(actions=actions)
+        try:
+            # a scan finalised meanwhile (the sweeper gave up on it) keeps what its manifest says
+            item.update(actions=actions, condition=self.model.finalized_at.does_not_exist())
+        except UpdateError as e:
+            if e.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
         return int(item.chunks_done or 0) >= total
 
     def chunk_done(self, scan_id: str, seq: int) -> bool:
@@ -140,7 +166,42 @@ class ScanStore:
         actions: list[Action] = [self.model.status.set(status)]
         if reason:
             actions.append(self.model.reason.set(reason))
+        if status in TERMINAL:
+            actions.append(self.model.pending.remove())  # out of the open-scans index
         item.update(actions=actions)
+
+    def claim_given_up(self, scan_id: str, token: str, reason: str, *, stale_before: str) -> bool:
+        """Claim a scan that will not finish, as ``failed`` with ``reason``; True if this call holds it.
+
+        Wins over no claim, over its own earlier claim, and over a finalize claim made before
+        ``stale_before`` (that invocation is long dead); loses to a live finalize and to a written manifest.
+        """
+        item = self.model(scan_id)
+        claimable = (
+            self.model.finalized_at.does_not_exist()
+            | (self.model.finalizer == token)
+            | (self.model.finalized_at < stale_before)
+        )
+        try:
+            item.update(
+                actions=[
+                    self.model.finalized_at.set(now()),
+                    self.model.finalizer.set(token),
+                    self.model.status.set("failed"),
+                    self.model.reason.set(reason),
+                ],
+                condition=self.model.pending.exists() & claimable,
+            )
+        except UpdateError as e:
+            if e.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def open_before(self, cutoff: str) -> Iterator[str]:
+        """Ids of the scans without a manifest created before ``cutoff`` (ISO time), oldest first."""
+        for item in self.model.open_scans.query(OPEN, self.model.created_at < cutoff):
+            yield item.scan_id
 
 
 def _all_done(item: ScanItem) -> bool:

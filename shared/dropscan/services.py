@@ -7,6 +7,7 @@ from functools import cache, cached_property
 from typing import TYPE_CHECKING
 
 import boto3
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from botocore.config import Config
 
 from dropscan.scans import ScanStore
@@ -57,6 +58,13 @@ class Services:
     def scans(self) -> ScanStore:
         return ScanStore(
             self.settings.scans_table, region=self.settings.region, host=self.settings.endpoint_url
+        )
+
+    @cached_property
+    def idempotency(self) -> DynamoDBPersistenceLayer:
+        """Powertools' idempotency records (see ``dropscan.idempotency``), on this bundle's client."""
+        return DynamoDBPersistenceLayer(
+            table_name=self.settings.idempotency_table, boto3_client=self.dynamodb
         )
 
     def upstream(self) -> UpstreamDB:

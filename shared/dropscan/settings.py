@@ -17,6 +17,7 @@ class Settings:
     chunk_queue_url: str
     finalize_queue_url: str
     topic_arn: str
+    idempotency_table: str
     triage_queue_url: str = ""
     triage_detector: str = "auto"  # auto | scancode | tags
     report_link_expiry: int = 43200  # seconds; also bounded by the function role's session
@@ -25,6 +26,8 @@ class Settings:
     max_nesting_depth: int = 8
     region: str = "us-east-1"
     endpoint_url: str | None = None
+    scan_deadline_minutes: float = 60.0  # the sweeper's; see ScanDeadlineMinutes in template.yaml
+    upload_dlq_url: str | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -45,10 +48,13 @@ class Settings:
             triage_detector=e.get("TRIAGE_DETECTOR", "auto"),
             report_link_expiry=int(e.get("REPORT_LINK_EXPIRY", "43200")),
             scratch_dir=e.get("SCRATCH_DIR") or None,
+            idempotency_table=e["IDEMPOTENCY_TABLE"],
             chunk_size=int(e.get("CHUNK_SIZE", "1000")),
             max_nesting_depth=int(e.get("MAX_NESTING_DEPTH", "8")),
             region=e.get("AWS_REGION") or e.get("AWS_DEFAULT_REGION") or "us-east-1",
             endpoint_url=e.get("AWS_ENDPOINT_URL") or None,
+            scan_deadline_minutes=float(e.get("SCAN_DEADLINE_MINUTES", "60")),
+            upload_dlq_url=e.get("UPLOAD_DLQ_URL") or None,
         )
 
 
@@ -61,6 +67,7 @@ _REQUIRED = (
     "CHUNK_QUEUE_URL",
     "FINALIZE_QUEUE_URL",
     "TOPIC_ARN",
+    "IDEMPOTENCY_TABLE",
 )
 
 

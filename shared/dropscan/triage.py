@@ -422,9 +422,11 @@ class TriageReport:
     licenses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     component_licenses: dict[str, dict[str, Any]] = field(default_factory=dict)
     flags: list[Flag] = field(default_factory=list)
+    error: str | None = None
 
     def stats(self) -> dict[str, Any]:
-        return {
+        extra = {"error": self.error} if self.error else {}
+        return extra | {
             "detector": self.detector,
             "files": self.files,
             "bytes": self.bytes,
@@ -501,4 +503,6 @@ def apply(manifest: dict[str, Any], report: TriageReport) -> dict[str, Any]:
     manifest["summary"]["flags"] = severity_counts(manifest["flags"])
     manifest["triage"] = report.stats()
     manifest["verdict"] = verdict(manifest["status"], manifest["summary"])
+    if report.error and manifest["verdict"] == "clean":
+        manifest["verdict"] = "review"  # nothing was flagged because nothing was read
     return manifest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ def resources() -> dict[str, Any]:
     res: dict[str, Any] = tr.template["Resources"]
     # translate() sets aside what moto lacks; put it back to check the whole template
     res.update(tr.queue_policies)
+    res.update(tr.bucket_policies)
     for bucket, conf in tr.notifications.items():
         res[bucket]["Properties"]["NotificationConfiguration"] = conf
     return res
@@ -60,14 +62,65 @@ def test_visibility_timeout_exceeds_the_consuming_function_timeout(
         assert visibility > _value(fn["Properties"]["Timeout"], parameters)
 
 
-def test_inline_policies_name_actions_and_resources(resources: dict[str, Any]) -> None:
+def as_list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else [v]
+
+
+def named_resources(expr: Any) -> set[str]:
+    """Logical ids an intrinsic refers to (Ref, GetAtt, and ${X} / ${X.Attr} in Sub)."""
+    if isinstance(expr, dict) and "Ref" in expr:
+        return {expr["Ref"]}
+    if isinstance(expr, dict) and "Fn::GetAtt" in expr:
+        return {expr["Fn::GetAtt"][0]}
+    if isinstance(expr, dict) and "Fn::Sub" in expr:
+        return {m.split(".")[0] for m in re.findall(r"\$\{([A-Za-z0-9.]+)\}", expr["Fn::Sub"])}
+    return set()
+
+
+def test_each_function_has_a_role_of_its_own_and_no_managed_policies(resources: dict[str, Any]) -> None:
+    functions = of_type(resources, "AWS::Lambda::Function")
+    roles = [f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values()]
+    assert len(set(roles)) == len(functions)
+    for role in roles:
+        props = resources[role]["Properties"]
+        assert not props.get("ManagedPolicyArns"), role  # AWS's managed Lambda policies grant on "*"
+        assert props["AssumeRolePolicyDocument"]["Statement"] == [
+            {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ]
+
+
+def test_role_statements_name_their_actions_and_resources(resources: dict[str, Any]) -> None:
     for name, role in of_type(resources, "AWS::IAM::Role").items():
         for policy in role["Properties"].get("Policies", []):
             for stmt in policy["PolicyDocument"]["Statement"]:
-                actions = stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]]
-                assert all(a != "*" and not a.endswith(":*") for a in actions), (name, actions)
-                targets = stmt["Resource"] if isinstance(stmt["Resource"], list) else [stmt["Resource"]]
-                assert "*" not in targets, (name, stmt)
+                assert stmt["Effect"] == "Allow" and "NotAction" not in stmt and "NotResource" not in stmt
+                for action in as_list(stmt["Action"]):
+                    assert "*" not in action, (name, action)
+                for target in as_list(stmt["Resource"]):
+                    named = named_resources(target)
+                    assert named and named <= set(resources) | {"AWS::Partition"}, (name, target)
+                    if "Fn::Sub" in target:
+                        # a wildcard only after a named bucket, for a key prefix
+                        text = target["Fn::Sub"]
+                        assert "*" not in text or re.fullmatch(r"[^*]+\}/[a-z]+/\*", text), (name, text)
+
+
+def test_every_role_statement_is_about_a_resource_of_this_stack(resources: dict[str, Any]) -> None:
+    kinds = {
+        "s3": {"AWS::S3::Bucket"},
+        "dynamodb": {"AWS::DynamoDB::Table"},
+        "sqs": {"AWS::SQS::Queue"},
+        "sns": {"AWS::SNS::Topic"},
+        "logs": {"AWS::Logs::LogGroup"},
+    }
+    for name, role in of_type(resources, "AWS::IAM::Role").items():
+        for policy in role["Properties"]["Policies"]:
+            for stmt in policy["PolicyDocument"]["Statement"]:
+                services = {a.split(":")[0] for a in as_list(stmt["Action"])}
+                [service] = services
+                for target in as_list(stmt["Resource"]):
+                    named = named_resources(target) - {"AWS::Partition"}
+                    assert {resources[n]["Type"] for n in named} <= kinds[service], (name, stmt["Sid"])
 
 
 def test_buckets_block_public_access_and_encrypt(resources: dict[str, Any]) -> None:
@@ -77,6 +130,60 @@ def test_buckets_block_public_access_and_encrypt(resources: dict[str, Any]) -> N
         props = b["Properties"]
         assert all(props["PublicAccessBlockConfiguration"].values())
         assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+
+
+def test_buckets_refuse_requests_without_tls(resources: dict[str, Any]) -> None:
+    policies = {
+        p["Properties"]["Bucket"]["Ref"]: p for p in of_type(resources, "AWS::S3::BucketPolicy").values()
+    }
+    assert set(policies) == set(of_type(resources, "AWS::S3::Bucket"))
+    for bucket, policy in policies.items():
+        [stmt] = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert (stmt["Effect"], stmt["Principal"], stmt["Action"]) == ("Deny", "*", "s3:*")
+        assert stmt["Condition"] == {"Bool": {"aws:SecureTransport": False}}
+        assert stmt["Resource"] == [
+            {"Fn::GetAtt": [bucket, "Arn"]},
+            {"Fn::Sub": f"${{{bucket}.Arn}}/*"},
+        ]
+
+
+def test_drops_are_versioned_and_work_files_expire(resources: dict[str, Any]) -> None:
+    assert resources["DropsBucket"]["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
+    rules = resources["ResultsBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    [work] = [r for r in rules if r.get("Prefix") == "work/"]
+    assert work["Status"] == "Enabled" and work["ExpirationInDays"] <= 30
+    for bucket in of_type(resources, "AWS::S3::Bucket").values():
+        rules = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
+        assert any("AbortIncompleteMultipartUpload" in r for r in rules)
+
+
+def test_queues_topic_and_tables_are_encrypted(resources: dict[str, Any]) -> None:
+    for name, queue in of_type(resources, "AWS::SQS::Queue").items():
+        assert queue["Properties"].get("SqsManagedSseEnabled") or queue["Properties"].get("KmsMasterKeyId"), (
+            name
+        )
+    [topic] = of_type(resources, "AWS::SNS::Topic").values()
+    assert topic["Properties"]["KmsMasterKeyId"] == "alias/aws/sns"
+    for name, table in of_type(resources, "AWS::DynamoDB::Table").items():
+        assert table["Properties"]["SSESpecification"] == {"SSEEnabled": True}, name
+
+
+def test_idempotency_table_is_what_powertools_expects(resources: dict[str, Any]) -> None:
+    props = resources["IdempotencyTable"]["Properties"]
+    assert props["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
+
+
+def test_the_sweeper_runs_on_a_schedule_with_the_deadline(
+    resources: dict[str, Any], parameters: dict[str, Any]
+) -> None:
+    [rule] = of_type(resources, "AWS::Events::Rule").values()
+    assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
+    assert rule["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": ["SweeperFunction", "Arn"]}
+    env = resources["SweeperFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["SCAN_DEADLINE_MINUTES"] == {"Ref": "ScanDeadlineMinutes"}
+    # the deadline outlasts the longest stage: 15 minutes of unpack
+    assert int(parameters["ScanDeadlineMinutes"]["MinValue"]) > 15
 
 
 def test_each_upload_prefix_notifies_its_queue(resources: dict[str, Any]) -> None:

@@ -199,3 +199,19 @@ def test_scancode_names_the_non_commercial_terms_and_reads_licence_texts() -> No
         "document, but changing it is not allowed.\n"
     )
     assert component_license(sc.detect(gpl2, thorough=True)) == "GPL-2.0-only"
+
+
+def test_a_triage_that_broke_is_recorded_and_never_reads_as_clean() -> None:
+    from dropscan.triage import TriageReport, apply
+
+    manifest: dict[str, Any] = {
+        "status": "complete",
+        "files": [],
+        "components": [],
+        "summary": {"review": 0, "mismatches": 0},
+    }
+    apply(manifest, TriageReport(detector="scancode", error="RuntimeError: index corrupt"))
+    assert manifest["triage"]["error"] == "RuntimeError: index corrupt"
+    assert manifest["verdict"] == "review"
+    with pytest.raises(ValueError, match="unknown licence detector"):
+        detector("ninka")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -13,10 +14,11 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import ModuleType
 from typing import IO, Any
 
-from dropscan.local.stack import REGION, DeployedStack, EventSourceMapping, FunctionSpec
+from dropscan.local.stack import REGION, DeployedStack, EventSourceMapping, FunctionSpec, Schedule
 from dropscan.services import reset as reset_services
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -59,6 +61,14 @@ def load_handler(spec: FunctionSpec) -> Handler:
     return handler
 
 
+class InvocationKilled(BaseException):
+    """Ends an invocation as Lambda's timeout or out-of-memory kill does: no response, nothing cleaned up.
+
+    A BaseException, so that neither the batch processor nor Powertools' idempotency catch it (they do
+    not get the chance on Lambda either); fault-injection tests raise it.
+    """
+
+
 @dataclass
 class Delivery:
     function: str
@@ -70,14 +80,27 @@ class Delivery:
 class Dispatcher:
     """Delivers each queue's messages to its function as Lambda would, one batch at a time."""
 
-    def __init__(self, stack: DeployedStack, sqs: Any, *, log_stream: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        stack: DeployedStack,
+        sqs: Any,
+        *,
+        log_stream: IO[str] | None = None,
+        schedule_every: float | None = None,
+    ) -> None:
+        """``schedule_every``: seconds between runs of each scheduled function (None: as its rule says)."""
         self.stack = stack
         self.sqs = sqs
         self.log_stream = log_stream
         self.history: list[Delivery] = []
+        self.invoking: str | None = None  # logical id of the function running now
         os.environ.update(stack.environment())
         reset_services()
-        self._handlers = {m.function.logical_id: load_handler(m.function) for m in stack.mappings}
+        specs = [m.function for m in stack.mappings] + [s.function for s in stack.schedules]
+        self._handlers = {f.logical_id: load_handler(f) for f in specs}
+        self._schedule_every = schedule_every
+        start = time.monotonic()
+        self._next_run = {s.rule: start + self._period(s) for s in stack.schedules}
         self._saved_streams: list[tuple[logging.StreamHandler[Any], IO[str]]] = []
         if log_stream is not None:
             # Powertools loggers write to the stdout they saw at import; the CLI keeps stdout for results
@@ -92,8 +115,65 @@ class Dispatcher:
         self._saved_streams.clear()
 
     def poll_once(self) -> int:
-        """One receive on every mapped queue, in flow order; returns how many messages were delivered."""
+        """One receive on every mapped queue, in flow order; returns how many messages were delivered.
+
+        Scheduled functions whose time has come run first.
+        """
+        now = time.monotonic()
+        for s in self.stack.schedules:
+            if now >= self._next_run[s.rule]:
+                self._next_run[s.rule] = now + self._period(s)
+                self._invoke_scheduled(s, datetime.now(UTC))
         return sum(self._deliver(m) for m in self.stack.mappings)
+
+    def _period(self, schedule: Schedule) -> float:
+        return self._schedule_every if self._schedule_every is not None else schedule.period_s
+
+    def run_scheduled(self, logical_id: str, *, at: datetime | None = None) -> Any:
+        """Invoke a scheduled function now, as its rule would at ``at`` (default: now); returns its result."""
+        [schedule] = [s for s in self.stack.schedules if s.function.logical_id == logical_id]
+        return self._invoke_scheduled(schedule, at or datetime.now(UTC), raise_errors=True)
+
+    def _invoke_scheduled(self, schedule: Schedule, at: datetime, *, raise_errors: bool = False) -> Any:
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": "123456789012",
+            "time": at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": REGION,
+            "resources": [f"arn:aws:events:{REGION}:123456789012:rule/{schedule.rule}"],
+            "detail": {},
+        }
+        fn = schedule.function
+        try:
+            with self._quiet():
+                result = self._invoke(fn, event)
+        except (Exception, InvocationKilled):
+            # EventBridge invokes asynchronously: the error is logged and the next run comes anyway
+            error = traceback.format_exc()
+            self.history.append(Delivery(fn.logical_id, 0, 1, error))
+            self._log_crash()
+            if raise_errors:
+                raise
+            return None
+        self.history.append(Delivery(fn.logical_id, 0, 0, None))
+        return result
+
+    def _invoke(self, fn: FunctionSpec, event: dict[str, Any]) -> Any:
+        context = LambdaContext(
+            function_name=fn.name,
+            memory_limit_in_mb=fn.memory,
+            timeout_s=fn.timeout,
+            aws_request_id=str(uuid.uuid4()),
+            invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:{fn.name}",
+        )
+        self.invoking = fn.logical_id
+        try:
+            return self._handlers[fn.logical_id](event, context)
+        finally:
+            self.invoking = None
 
     def _deliver(self, mapping: EventSourceMapping) -> int:
         resp = self.sqs.receive_message(
@@ -108,25 +188,17 @@ class Dispatcher:
             return 0
         event = {"Records": [self._record(m, mapping) for m in messages]}
         fn = mapping.function
-        context = LambdaContext(
-            function_name=fn.name,
-            memory_limit_in_mb=fn.memory,
-            timeout_s=fn.timeout,
-            aws_request_id=str(uuid.uuid4()),
-            invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:{fn.name}",
-        )
         failed: set[str] = set()
         error = None
         try:
             with self._quiet():
-                result = self._handlers[fn.logical_id](event, context)
+                result = self._invoke(fn, event)
             if mapping.report_batch_item_failures and isinstance(result, dict):
                 failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
-        except Exception:  # a crashed invocation: Lambda leaves the whole batch for redelivery
+        except (Exception, InvocationKilled):  # a crashed invocation: the whole batch is redelivered
             error = traceback.format_exc()
             failed = {m["MessageId"] for m in messages}
-            if self.log_stream is not None:
-                self.log_stream.write(error)
+            self._log_crash()
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
             self.sqs.delete_message_batch(
@@ -136,6 +208,18 @@ class Dispatcher:
         # failed messages stay invisible until the queue's visibility timeout, then the redrive policy applies
         self.history.append(Delivery(fn.logical_id, len(messages), len(failed), error))
         return len(messages)
+
+    def _log_crash(self) -> None:
+        """An invocation's unhandled error as Lambda's runtime logs it: one JSON record."""
+        if self.log_stream is None:
+            return
+        kind, exc, tb = sys.exc_info()
+        record = {
+            "errorMessage": str(exc),
+            "errorType": kind.__name__ if kind else "",
+            "stackTrace": traceback.format_tb(tb),
+        }
+        self.log_stream.write(json.dumps(record) + "\n")
 
     @contextmanager
     def _quiet(self) -> Iterator[None]:

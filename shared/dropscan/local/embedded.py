@@ -101,6 +101,9 @@ class EmbeddedStack:
 #: short timeouts let a crashed invocation's messages come back in seconds rather than minutes
 LOCAL_PARAMETERS = {"QueueVisibilityTimeout": "30", "StageVisibilityTimeout": "10", "FunctionTimeout": "30"}
 
+#: scheduled functions (the sweeper) run this often locally, whatever their rule's rate
+SCHEDULE_EVERY_S = 30.0
+
 
 DB_FILE = "upstream-db.jsonl.gz"
 
@@ -142,7 +145,9 @@ def embedded(
         with mock_aws():
             session = boto3.session.Session(region_name=REGION)
             stack = deploy(session, parameters={**LOCAL_PARAMETERS, **(parameters or {})})
-            dispatcher = Dispatcher(stack, session.client("sqs"), log_stream=log_stream)
+            dispatcher = Dispatcher(
+                stack, session.client("sqs"), log_stream=log_stream, schedule_every=SCHEDULE_EVERY_S
+            )
             names = StackNames.from_outputs(stack.outputs)
             mailbox = Mailbox.subscribe(session, names.topic_arn, f"{stack.name}-mailbox")
             client = Client(session, names, pump=lambda done, t: dispatcher.run_until(done, timeout=t))

@@ -17,6 +17,9 @@ from samtranslator.yaml_helper import yaml_parse
 REGION = "us-east-1"
 DEFAULT_STACK = "dropscan-local"
 ARTIFACT_BUCKET = "dropscan-local-artifacts"
+# moto's CloudFormation lacks it, and moto's S3 would apply a Deny without its Bool condition
+# (aws:SecureTransport), refusing every request: the TLS-only policies are set aside locally
+BUCKET_POLICY = "AWS::S3::BucketPolicy"
 
 
 def project_root() -> Path:
@@ -50,6 +53,30 @@ class EventSourceMapping:
     report_batch_item_failures: bool
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """An EventBridge rule that invokes a function on a schedule (``rate(5 minutes)``)."""
+
+    function: FunctionSpec
+    rule: str
+    expression: str
+
+    @property
+    def period_s(self) -> float:
+        return schedule_period(self.expression)
+
+
+_RATE_UNITS = {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
+
+
+def schedule_period(expression: str) -> float:
+    """Seconds between runs of ``rate(N unit)``; cron expressions are not played locally."""
+    if not (expression.startswith("rate(") and expression.endswith(")")):
+        raise ValueError(f"only rate() schedules run locally, not {expression!r}")
+    count, unit = expression[5:-1].split()
+    return float(count) * _RATE_UNITS[unit]
+
+
 @dataclass
 class DeployedStack:
     name: str
@@ -57,6 +84,7 @@ class DeployedStack:
     functions: dict[str, FunctionSpec]
     mappings: list[EventSourceMapping]
     physical: dict[str, str] = field(default_factory=dict)
+    schedules: list[Schedule] = field(default_factory=list)
 
     def environment(self) -> dict[str, str]:
         """The union of the functions' variables (the template sets them in Globals, so they agree)."""
@@ -74,6 +102,7 @@ class Translation:
     code_dirs: dict[str, Path]
     notifications: dict[str, dict[str, Any]]  # bucket logical id -> NotificationConfiguration
     queue_policies: dict[str, dict[str, Any]]
+    bucket_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def translate(root: Path, parameters: dict[str, str] | None = None) -> Translation:
@@ -88,12 +117,13 @@ def translate(root: Path, parameters: dict[str, str] | None = None) -> Translati
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     cfn = transform(sam, dict(parameters or {}), _NoManagedPolicies())
     notifications, policies = _set_aside_what_moto_lacks(cfn)
+    bucket_policies = {n: policies.pop(n) for n, r in list(policies.items()) if r["Type"] == BUCKET_POLICY}
     # the layer's logical id carries a content hash: point it at the artifact of its SAM resource
     for name, res in cfn["Resources"].items():
         base = next((n for n in code_dirs if name.startswith(n)), None)
         if res["Type"] == "AWS::Lambda::LayerVersion" and base:
             res["Properties"]["Content"] = {"S3Bucket": ARTIFACT_BUCKET, "S3Key": f"{base}.zip"}
-    return Translation(cfn, code_dirs, notifications, policies)
+    return Translation(cfn, code_dirs, notifications, policies, bucket_policies)
 
 
 def _point_code_at_artifacts(sam: dict[str, Any], root: Path) -> dict[str, Path]:
@@ -118,7 +148,7 @@ def _set_aside_what_moto_lacks(cfn: dict[str, Any]) -> tuple[dict[str, Any], dic
             props["Enabled"] = False
         elif kind == "AWS::S3::Bucket" and "NotificationConfiguration" in props:
             notifications[name] = props.pop("NotificationConfiguration")
-        elif kind == "AWS::SQS::QueuePolicy":
+        elif kind in ("AWS::SQS::QueuePolicy", BUCKET_POLICY):
             policies[name] = cfn["Resources"].pop(name)
     for res in cfn["Resources"].values():
         deps = res.pop("DependsOn", None)
@@ -182,6 +212,8 @@ def deploy(
         for n, u in queue_urls.items()
     }
     _apply_notifications(s3, tr, physical, arns)
+    _apply_bucket_settings(s3, tr, physical)
+    _apply_time_to_live(session.client("dynamodb", region_name=REGION), tr, physical)
     functions = _functions(session, tr, physical)
     mappings = [
         EventSourceMapping(
@@ -197,7 +229,20 @@ def deploy(
     ]
     stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-    return DeployedStack(stack_name, outputs, functions, mappings, physical)
+    return DeployedStack(stack_name, outputs, functions, mappings, physical, _schedules(tr, functions))
+
+
+def _schedules(tr: Translation, functions: dict[str, FunctionSpec]) -> list[Schedule]:
+    """EventBridge schedule rules targeting functions (moto keeps the rule but never fires it)."""
+    out = []
+    for name, res in tr.template["Resources"].items():
+        props = res.get("Properties", {})
+        if res["Type"] != "AWS::Events::Rule" or "ScheduleExpression" not in props:
+            continue
+        for target in props.get("Targets", []):
+            logical = target["Arn"]["Fn::GetAtt"][0]
+            out.append(Schedule(functions[logical], name, props["ScheduleExpression"]))
+    return out
 
 
 def _queue_url(sqs: Any, physical_id: str) -> str:
@@ -221,6 +266,49 @@ def _apply_notifications(s3: Any, tr: Translation, physical: dict[str, str], arn
         s3.put_bucket_notification_configuration(
             Bucket=physical[bucket], NotificationConfiguration={"QueueConfigurations": queues}
         )
+
+
+def _lifecycle_rule(rule: dict[str, Any]) -> dict[str, Any]:
+    """A CloudFormation lifecycle rule in the S3 API's shape (the fields the template uses)."""
+    out: dict[str, Any] = {
+        "ID": rule["Id"],
+        "Status": rule["Status"],
+        "Filter": {"Prefix": rule.get("Prefix", "")},
+    }
+    if "ExpirationInDays" in rule:
+        out["Expiration"] = {"Days": rule["ExpirationInDays"]}
+    if "AbortIncompleteMultipartUpload" in rule:
+        out["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
+    return out
+
+
+def _apply_bucket_settings(s3: Any, tr: Translation, physical: dict[str, str]) -> None:
+    """moto's CloudFormation applies a bucket's encryption only: versioning, public access block and
+    lifecycle rules are put on the bucket from the template."""
+    for name, res in tr.template["Resources"].items():
+        if res["Type"] != "AWS::S3::Bucket":
+            continue
+        props, bucket = res.get("Properties", {}), physical[name]
+        if "VersioningConfiguration" in props:
+            s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration=props["VersioningConfiguration"])
+        if "PublicAccessBlockConfiguration" in props:
+            s3.put_public_access_block(
+                Bucket=bucket, PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"]
+            )
+        if "LifecycleConfiguration" in props:
+            rules = [_lifecycle_rule(r) for r in props["LifecycleConfiguration"]["Rules"]]
+            s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": rules})
+
+
+def _apply_time_to_live(dynamodb: Any, tr: Translation, physical: dict[str, str]) -> None:
+    """moto's CloudFormation does not turn a table's TimeToLiveSpecification on."""
+    for name, res in tr.template["Resources"].items():
+        spec = res.get("Properties", {}).get("TimeToLiveSpecification")
+        if res["Type"] != "AWS::DynamoDB::Table" or not spec:
+            continue
+        now = dynamodb.describe_time_to_live(TableName=physical[name])["TimeToLiveDescription"]
+        if now.get("TimeToLiveStatus") != "ENABLED":  # a reused stack has it on already
+            dynamodb.update_time_to_live(TableName=physical[name], TimeToLiveSpecification=spec)
 
 
 def _functions(
