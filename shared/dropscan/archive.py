@@ -16,6 +16,7 @@ import libarchive.ffi as ffi
 from libarchive.exception import ArchiveError
 
 from dropscan.digest import Digest, Digester, digest_bytes
+from dropscan.inflate import CODECS, InflateError, Inflater
 from dropscan.models import FileRecord, Kind
 from dropscan.paths import Names
 
@@ -127,6 +128,8 @@ _entry_size = _function("entry_size", ctypes.c_int64, _c_p)
 _entry_size_is_set = _function("entry_size_is_set", _c_int, _c_p)
 _entry_symlink = _function("entry_symlink", ctypes.c_char_p, _c_p)
 _entry_hardlink = _function("entry_hardlink", ctypes.c_char_p, _c_p)
+_entry_symlink_utf8 = _function("entry_symlink_utf8", ctypes.c_char_p, _c_p)
+_entry_hardlink_utf8 = _function("entry_hardlink_utf8", ctypes.c_char_p, _c_p)
 _entry_is_data_encrypted = _function("entry_is_data_encrypted", _c_int, _c_p)
 _entry_rdevmajor = _function("entry_rdevmajor", ctypes.c_uint64, _c_p)
 _entry_rdevminor = _function("entry_rdevminor", ctypes.c_uint64, _c_p)
@@ -232,11 +235,13 @@ class _Reader:
         self._stream: Any = stream
         self.record = record  # receives every byte read, until the format is known
         self.seekable = seekable
+        self.inflater = stream if isinstance(stream, Inflater) else None
         self.high = 0
         self._position = 0
-        self._in = ctypes.create_string_buffer(READ_BLOCK)
+        self._in: ctypes.Array[ctypes.c_char] | None = ctypes.create_string_buffer(READ_BLOCK)
         self._in_address = ctypes.addressof(self._in)
-        self._data = ctypes.create_string_buffer(READ_BLOCK)
+        self._data: ctypes.Array[ctypes.c_char] | None = ctypes.create_string_buffer(READ_BLOCK)
+        self._data_address = ctypes.addressof(self._data)
         self._entry = ctypes.c_void_p()
         self._error: BaseException | None = None
         # the ctypes callback objects must outlive the handle
@@ -263,6 +268,10 @@ class _Reader:
         if self._p is not None:
             ffi.read_free(self._p)
             self._p = None
+            # the callbacks hold bound methods, a cycle through self: break it so that the 2 MiB of
+            # buffers go now, not at some later garbage collection (a drop may nest thousands of archives)
+            self._read_cb = self._seek_cb = None
+            self._in = self._data = None
 
     def __enter__(self) -> _Reader:
         return self
@@ -315,16 +324,25 @@ class _Reader:
 
     def read(self) -> bytes:
         """The next block of the current entry's data; empty at its end."""
-        size = _read_data(self._p, self._data, READ_BLOCK)
+        size = _read_data(self._p, self._data_address, READ_BLOCK)
         if size > 0:
-            return ctypes.string_at(self._data, size)
+            return ctypes.string_at(self._data_address, size)
         if size == 0:
             return b""
         raise self._status(size)  # WARN reaches here too: for data it means a bad checksum
 
     def consumed(self) -> int:
         """Bytes of the raw input libarchive's decompressors and readers have used so far."""
+        if self.inflater is not None:
+            return self.inflater.consumed()
         return int(_filter_bytes(self._p, -1))
+
+    def single_filter(self) -> str | None:
+        """The one decompressor libarchive put before the format, if that is all it did."""
+        if ffi.filter_count(self._p) != 2:
+            return None
+        name = ffi.filter_name(self._p, 0)
+        return name.decode() if isinstance(name, bytes) else name
 
 
 def _enable(getter: Callable[[str], Any], name: str, archive_p: Any) -> None:
@@ -518,15 +536,33 @@ class _Walker:
             if _nested_format(first.read(_MAGIC_SPAN), "") is None:
                 return False
             raise ArchiveReadError(error.reason) from None
-        with reader:
-            reader.record = None
-            level = _Level(reader, "", 0, None, self.limits.ratio_after)
-            try:
+        inflater = None
+        try:
+            codec = reader.single_filter() if entry is not None else None
+            if codec in CODECS:
+                # a compressed archive: decompress it on a thread of its own and let libarchive read
+                # the plain archive, from the start again (what was read so far is in head)
+                reader.close()
+                if head is None:
+                    cast(IO[bytes], stream).seek(start)
+                    inflater = Inflater(stream, codec)
+                else:
+                    head.seek(0)
+                    inflater = Inflater(_Replay(head, stream), codec)
+                reader, entry = _open(inflater, seekable=False)
+            with reader:
+                reader.record = None
+                level = _Level(reader, "", 0, None, self.limits.ratio_after)
                 while entry is not None:
                     yield from self._member(level, entry)
                     entry = reader.next_entry()
-            except _Broken as error:
-                raise ArchiveReadError(error.reason) from None
+        except _Broken as error:
+            raise ArchiveReadError(error.reason) from None
+        except InflateError as error:
+            raise ArchiveReadError(str(error)) from None
+        finally:
+            if inflater is not None:
+                inflater.close()
         return True
 
     def _whole(self, stream: Readable, name: str, start: int, head: IO[bytes] | None) -> FileRecord:
@@ -554,7 +590,7 @@ class _Walker:
         if filetype == _DIRECTORY:
             return
         path, notes = self.names.place(level.prefix, _raw_name(entry))
-        hardlink = _entry_hardlink(entry)
+        hardlink = _entry_hardlink(entry) or _entry_hardlink_utf8(entry)
         if filetype == _SYMLINK or (hardlink is None and filetype not in _REGULAR_TYPES):
             yield self._contentless(path, notes, entry, filetype)
             return
@@ -562,28 +598,32 @@ class _Walker:
         if hardlink is not None:
             link, link_notes = Names.target(path, hardlink)
             kind, notes = Kind.HARDLINK, [*notes, *link_notes]
-        limits = self.limits
-        if _entry_size_is_set(entry) and _entry_size(entry) > limits.member_bytes:
-            claim = f"{_entry_size(entry):,} bytes, over the {_size(limits.member_bytes)} limit"
+        declared = _entry_size(entry) if _entry_size_is_set(entry) else None
+        if declared is not None and declared > self.limits.member_bytes:
+            claim = f"{declared:,} bytes, over the {_size(self.limits.member_bytes)} limit"
             self._bomb(level, f"member {path} claims {claim}")
         if _entry_is_data_encrypted(entry):
             yield _record(path, _EMPTY, Kind.BINARY, unreadable="encrypted member: not read", notes=notes)
             return
-        yield from self._content(level, path, kind, link, notes)
+        yield from self._content(level, path, kind, link, notes, declared)
 
     def _contentless(self, path: str, notes: list[str], entry: int, filetype: int) -> FileRecord:
         if filetype == _SYMLINK:
-            target, target_notes = Names.target(path, _entry_symlink(entry) or b"")
+            # like names: the stored bytes, or UTF-8 when libarchive holds the target only as text
+            raw = _entry_symlink(entry) or _entry_symlink_utf8(entry) or b""
+            target, target_notes = Names.target(path, raw)
             return _record(path, _EMPTY, Kind.SYMLINK, link=target, notes=[*notes, *target_notes])
         what = _SPECIAL_TYPES.get(filetype, f"file of type {filetype:o}")
         if filetype in (0o020000, 0o060000):
             what += f" {_entry_rdevmajor(entry)},{_entry_rdevminor(entry)}"
         return _record(path, _EMPTY, Kind.SPECIAL, notes=[*notes, f"{what}: not read"])
 
-    def _blocks(self, level: _Level, path: str) -> Iterator[bytes]:
+    def _blocks(self, level: _Level, path: str, declared: int | None) -> Iterator[bytes]:
         """The current member's data, each bound of the limits checked block by block."""
         reader, limits = level.reader, self.limits
-        start = reader.consumed()
+        # libarchive holds a member to its declared size: one declared under the ratio floor never
+        # needs its ratio, nor the (per member) look at where the input is
+        start = reader.consumed() if declared is None or declared >= limits.ratio_after else 0
         out = 0
         # the ratios are evaluated again only once the output passes what the last evaluation allowed
         member_check = limits.ratio_after
@@ -621,19 +661,32 @@ class _Walker:
         raise _Bomb(reason, level.depth)
 
     def _content(
-        self, level: _Level, path: str, kind: Kind | None, link: str | None, notes: list[str]
+        self,
+        level: _Level,
+        path: str,
+        kind: Kind | None,
+        link: str | None,
+        notes: list[str],
+        declared: int | None,
     ) -> Iterator[FileRecord]:
-        blocks = self._blocks(level, path)
-        digester = Digester(path)
+        blocks = self._blocks(level, path, declared)
         head = b""
+        digester = None
         try:
             for block in blocks:
                 head += block
                 if len(head) >= _MAGIC_SPAN:
                     break
-            digester.update(head)
             fmt = None if kind is not None else _nested_format(head, path)
             if fmt is None:
+                # most members are one block: digest it whole, no incremental digester
+                more = next(blocks, None)
+                if more is None:
+                    yield _record(path, digest_bytes(head, path), kind, link=link, notes=notes)
+                    return
+                digester = Digester(path)
+                digester.update(head)
+                digester.update(more)
                 for block in blocks:
                     digester.update(block)
                 yield _record(path, digester.finish(), kind, link=link, notes=notes)
@@ -641,8 +694,13 @@ class _Walker:
         except _Broken as error:
             if error.fatal:
                 raise
+            if digester is None:
+                digester = Digester(path)
+                digester.update(head)
             yield _record(path, digester.finish(), kind, unreadable=error.reason, link=link, notes=notes)
             return
+        digester = Digester(path)
+        digester.update(head)
         yield from self._archive_member(level, path, blocks, digester, head, fmt, notes)
 
     def _archive_member(

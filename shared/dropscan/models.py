@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -74,14 +74,23 @@ class FileRecord:
     note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        if out["unreadable"] is None:
-            del out["unreadable"]
-        if not out["container"]:
-            del out["container"]
-        for optional in ("link", "note"):
-            if out[optional] is None:
-                del out[optional]
+        # by hand, not dataclasses.asdict: that deep-copies every field and cost more than the hashing
+        out: dict[str, Any] = {
+            "path": self.path,
+            "size": self.size,
+            "sha256": self.sha256,
+            "kw": self.kw,
+            "ws": self.ws,
+            "kind": self.kind,
+        }
+        if self.unreadable is not None:
+            out["unreadable"] = self.unreadable
+        if self.container:
+            out["container"] = True
+        if self.link is not None:
+            out["link"] = self.link
+        if self.note is not None:
+            out["note"] = self.note
         return out
 
     @classmethod

@@ -64,6 +64,8 @@ def _key(path: str) -> bytes:
 
 
 def _escapes_root(path: str) -> bool:
+    if ".." not in path:
+        return False
     depth = 0
     for part in path.split("/"):
         if part == "..":

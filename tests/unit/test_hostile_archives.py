@@ -462,7 +462,7 @@ COMPRESSORS = ["gz", "bz2", "xz", "zstd"]
 REASONS = {
     "gz": "truncated gzip input",
     "bz2": "truncated bzip2 input",
-    "xz": "Lzma library error:  No progress is possible",
+    "xz": "truncated xz input",
     "zstd": "Truncated zstd input",
 }
 
