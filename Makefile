@@ -7,7 +7,7 @@ CASES_DIR ?= $(CURDIR)/.cache/cases
 CASES_SRC ?= $(firstword $(wildcard $(CURDIR)/../shared/cases /work/shared/cases))
 DEMO_SDISTS := docutils==0.19 docutils==0.20.1 docutils==0.21.2 requests==2.31.0
 
-.PHONY: install demo test lint format cases browser bench bench-linux clean
+.PHONY: install demo test lint format cases browser bench bench-linux fuzz clean
 
 install: $(STAMP)
 
@@ -67,5 +67,13 @@ bench-linux: install
 	$(BIN)/python -m dropscan.bench --upstream linux@6.1.176=$(CASES_DIR)/linux_6.1.176.orig.tar.xz \
 	  --drop .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz --runs 3 --out bench-out/linux
 
+# Coverage-guided fuzzing of the archive walker for FUZZ_SECONDS (atheris; crashes land in fuzz-out/).
+FUZZ_SECONDS ?= 120
+fuzz: install
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[fuzz]'
+	@mkdir -p fuzz-out/corpus
+	cd fuzz-out && ../$(BIN)/python ../tests/fuzz/fuzz_walk.py corpus -max_total_time=$(FUZZ_SECONDS) -timeout=20 \
+	  -rss_limit_mb=2048
+
 clean:
-	rm -rf $(VENV) demo-out bench-out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) demo-out bench-out fuzz-out .pytest_cache .mypy_cache .ruff_cache

@@ -141,7 +141,7 @@ def _stack(a: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
 
 # ------------------------------------------------------------------ hash
 def cmd_hash(a: argparse.Namespace) -> int:
-    from dropscan.archive import ArchiveReadError, walk
+    from dropscan.archive import ArchiveReadError, LimitExceeded, walk
 
     src = Path(a.archive).expanduser()
     if not src.is_file():
@@ -150,6 +150,9 @@ def cmd_hash(a: argparse.Namespace) -> int:
     try:
         for rec in walk(str(src), src.name):
             out.write(json.dumps(rec.to_json(), separators=(",", ":")) + "\n")
+    except LimitExceeded as e:
+        print(f"dropscan: {src}: rejected: {e.reason}", file=sys.stderr)
+        return 1
     except ArchiveReadError as e:
         print(f"dropscan: {src}: archive is corrupt or truncated: {e}", file=sys.stderr)
         return 1

@@ -45,13 +45,14 @@ def summarize(files: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 def verdict(status: str, summary: Mapping[str, Any]) -> str:
     """``action-required`` on a red flag of that severity or a declared component not delivered;
-    ``review`` while files need review or flags ask for it; else ``clean``."""
+    ``review`` while files need review, flags ask for it or members are unreadable; else ``clean``."""
     if status != "complete":
         return status
     flags = summary.get("flags") or {}
     if summary.get("mismatches") or flags.get("action-required"):
         return "action-required"
-    return "review" if summary["review"] or flags.get("review") else "clean"
+    # an unreadable member (encrypted, corrupt) hides what it holds: never call that drop clean
+    return "review" if summary["review"] or flags.get("review") or summary.get("unreadable") else "clean"
 
 
 def build_manifest(

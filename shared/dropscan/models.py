@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -18,6 +18,11 @@ class Kind(StrEnum):
     MACH_O = "mach-o"
     JAVA_CLASS = "java-class"
     ARCHIVE = "archive"  # a nested archive kept as one file (known upstream, or unreadable)
+    # Members with no content of their own: recorded, never followed or read. Size 0 and the digest of
+    # no bytes (so the class is "empty"); ``link`` holds a link's target, ``note`` says what it is.
+    SYMLINK = "symlink"
+    HARDLINK = "hardlink"  # a hard link carrying data (cpio does that) is digested like a file
+    SPECIAL = "special"  # device nodes, FIFOs, sockets
 
 
 #: kinds that are prebuilt machine code rather than source
@@ -52,6 +57,9 @@ class FileRecord:
     ``kw`` and ``ws`` equal ``sha256`` for binary files and for text that normalisation leaves unchanged.
     ``unreadable`` is set on a nested archive that could not be opened (corrupt, encrypted, unknown).
     ``container`` marks a nested archive that was unpacked (its members follow as records of their own).
+    ``link`` is the target of a symbolic or hard link (escaped like paths are), never followed.
+    ``note`` says what was odd about the member: an escaped, shortened, absolute or duplicate name, a
+    link leaving the archive, the type of a special file; None for an ordinary member.
     """
 
     path: str
@@ -62,13 +70,27 @@ class FileRecord:
     kind: str
     unreadable: str | None = None
     container: bool = False
+    link: str | None = None
+    note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        if out["unreadable"] is None:
-            del out["unreadable"]
-        if not out["container"]:
-            del out["container"]
+        # by hand, not dataclasses.asdict: that deep-copies every field and cost more than the hashing
+        out: dict[str, Any] = {
+            "path": self.path,
+            "size": self.size,
+            "sha256": self.sha256,
+            "kw": self.kw,
+            "ws": self.ws,
+            "kind": self.kind,
+        }
+        if self.unreadable is not None:
+            out["unreadable"] = self.unreadable
+        if self.container:
+            out["container"] = True
+        if self.link is not None:
+            out["link"] = self.link
+        if self.note is not None:
+            out["note"] = self.note
         return out
 
     @classmethod
@@ -82,4 +104,6 @@ class FileRecord:
             kind=data["kind"],
             unreadable=data.get("unreadable"),
             container=bool(data.get("container", False)),
+            link=data.get("link"),
+            note=data.get("note"),
         )

@@ -17,7 +17,7 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger
 
 from dropscan import licenses, reports, triage
-from dropscan.archive import ArchiveReadError, walk
+from dropscan.archive import ArchiveReadError, LimitExceeded, walk
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
@@ -196,8 +196,10 @@ def _hash_into_chunks(svc: Services, scan_id: str, bucket: str, key: str, name: 
     status = "scanning"
     is_known = lru_cache(maxsize=None)(svc.upstream().is_known)
     try:
-        for rec in walk(reader, name, is_known=is_known, max_depth=svc.settings.max_nesting_depth):
+        for rec in walk(reader, name, is_known=is_known, limits=svc.settings.walk_limits()):
             sender.add(rec)
+    except LimitExceeded as e:  # a bomb, or more than the template allows: not something to scan
+        reason, status = f"{e.reason} (after {sender.files} files)", "rejected"
     except ArchiveReadError as e:
         reason, status = f"archive is corrupt or truncated after {sender.files} files: {e}", "failed"
     sender.flush()
@@ -259,6 +261,10 @@ def lookup_chunk(svc: Services, message: dict[str, Any]) -> None:
             entry["upstream"] = refs
         if rec.unreadable:
             entry["unreadable"] = rec.unreadable
+        if rec.link is not None:  # links and odd names: recorded by the walker, shown as they are
+            entry["link"] = rec.link
+        if rec.note:
+            entry["note"] = rec.note
         files.append(entry)
     result = {"files": files, "dynamodb": db.stats.as_dict(), "seconds": time.perf_counter() - started}
     svc.s3.put_object(

@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only the unpack and ingest functions need libarchive loaded
+    from dropscan.archive import Limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,13 @@ class Settings:
     scratch_dir: str | None = None  # where triage spools the drop (Lambda: /tmp)
     chunk_size: int = 1000
     max_nesting_depth: int = 8
+    # dropscan.archive.Limits, in the template's units
+    max_unpacked_gib: int = 64
+    max_files: int = 2_000_000
+    max_compression_ratio: int = 1000
+    ratio_check_after_mib: int = 64
+    max_member_gib: int = 16
+    max_spool_gib: int = 8
     region: str = "us-east-1"
     endpoint_url: str | None = None
     scan_deadline_minutes: float = 60.0  # the sweeper's; see ScanDeadlineMinutes in template.yaml
@@ -51,10 +62,30 @@ class Settings:
             idempotency_table=e["IDEMPOTENCY_TABLE"],
             chunk_size=int(e.get("CHUNK_SIZE", "1000")),
             max_nesting_depth=int(e.get("MAX_NESTING_DEPTH", "8")),
+            max_unpacked_gib=int(e.get("MAX_UNPACKED_GIB", "64")),
+            max_files=int(e.get("MAX_FILES", "2000000")),
+            max_compression_ratio=int(e.get("MAX_COMPRESSION_RATIO", "1000")),
+            ratio_check_after_mib=int(e.get("RATIO_CHECK_AFTER_MIB", "64")),
+            max_member_gib=int(e.get("MAX_MEMBER_GIB", "16")),
+            max_spool_gib=int(e.get("MAX_SPOOL_GIB", "8")),
             region=e.get("AWS_REGION") or e.get("AWS_DEFAULT_REGION") or "us-east-1",
             endpoint_url=e.get("AWS_ENDPOINT_URL") or None,
             scan_deadline_minutes=float(e.get("SCAN_DEADLINE_MINUTES", "60")),
             upload_dlq_url=e.get("UPLOAD_DLQ_URL") or None,
+        )
+
+    def walk_limits(self) -> Limits:
+        """The archive walker's bounds, from the template parameters."""
+        from dropscan.archive import Limits
+
+        return Limits(
+            total_bytes=self.max_unpacked_gib << 30,
+            files=self.max_files,
+            depth=self.max_nesting_depth,
+            ratio=self.max_compression_ratio,
+            ratio_after=self.ratio_check_after_mib << 20,
+            member_bytes=self.max_member_gib << 30,
+            spool_bytes=self.max_spool_gib << 30,
         )
 
 

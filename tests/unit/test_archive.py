@@ -17,8 +17,11 @@ from typing import Any
 
 import libarchive
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dropscan.archive import READ_BLOCK, ArchiveReadError, walk
+from dropscan.archive import READ_BLOCK, ArchiveReadError, _nested_format, walk
+from dropscan.digest import digest_bytes
 from dropscan.models import FileRecord, Kind
 
 ELF = b"\x7fELF\x02\x01\x01" + b"\0" * 57
@@ -138,7 +141,7 @@ def test_leading_dot_slash_is_stripped_and_other_names_kept() -> None:
     assert sorted(walked(data)) == [".hidden", "a", "b", "c/./d"]
 
 
-def test_directories_symlinks_and_hardlinks_are_skipped() -> None:
+def test_directories_are_skipped_and_links_recorded_unfollowed() -> None:
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as archive:
         for name, kind in (("dir", tarfile.DIRTYPE), ("sym", tarfile.SYMTYPE), ("hard", tarfile.LNKTYPE)):
@@ -149,7 +152,12 @@ def test_directories_symlinks_and_hardlinks_are_skipped() -> None:
         info = tarfile.TarInfo("dir/file")
         info.size = 3
         archive.addfile(info, io.BytesIO(b"abc"))
-    assert list(walked(out.getvalue())) == ["dir/file"]
+    records = walked(out.getvalue())
+    assert list(records) == ["sym", "hard", "dir/file"]
+    for name, link_kind in (("sym", Kind.SYMLINK), ("hard", Kind.HARDLINK)):
+        link = records[name]
+        assert (link.kind, link.link, link.size, link.sha256) == (link_kind, "dir/file", 0, sha(b""))
+    assert records["dir/file"].link is None
 
 
 # --- sources ----------------------------------------------------------------------------------
@@ -398,3 +406,56 @@ def test_big_members_stream_in_bounded_memory() -> None:
     assert hashes(records.values()) == expected
     assert (records["huge.txt"].kw, records["huge.txt"].ws) == (expected_kw, expected_ws)
     assert peak < 48 * 1024 * 1024
+
+
+# --- properties -------------------------------------------------------------------------------
+
+_SEGMENT = st.text(alphabet="abcxyz019_-é", min_size=1, max_size=6)
+_PATH = st.lists(_SEGMENT, min_size=1, max_size=4).map("/".join)
+_CONTENT = st.one_of(
+    st.binary(max_size=3000),
+    st.lists(
+        st.sampled_from([b"int x;", b"  ", b"\t", b"\r\n", b"\n", b"$Id: a $", b"$", b"Rev"]), max_size=40
+    ).map(b"".join),
+)
+
+
+def _packed(members: dict[str, bytes], how: str) -> bytes:
+    if how == "zip":
+        return zip_(members)
+    return tar(members, {"tar": "w", "tar.gz": "w:gz", "tar.xz": "w:xz", "tar.bz2": "w:bz2"}[how])
+
+
+def _disjoint(tree: dict[str, bytes]) -> bool:
+    # a path cannot be a file and a folder at once (zip and tar would both store it; extractors could not);
+    # and content that looks like an archive is opened (the tests above cover that)
+    folders = any(other.startswith(path + "/") for path in tree for other in tree)
+    return not folders and not any(_nested_format(data[:512], path) for path, data in tree.items())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tree=st.dictionaries(_PATH, _CONTENT, min_size=1, max_size=12).filter(_disjoint),
+    how=st.sampled_from(["tar", "tar.gz", "tar.xz", "tar.bz2", "zip"]),
+    nested=st.sampled_from(["", "tar.gz", "zip"]),
+    stream=st.booleans(),
+)
+def test_any_tree_round_trips_to_exactly_its_files_and_digests(
+    tree: dict[str, bytes], how: str, nested: str, stream: bool
+) -> None:
+    # Given any tree, packed as tar or zip, part of it optionally inside a nested archive
+    members = dict(tree)
+    expected = {path: digest_bytes(data, path) for path, data in tree.items()}
+    if nested:
+        inner = {path: data for path, data in tree.items() if path.startswith(("a", "b", "c"))}
+        if inner:
+            packed = _packed(inner, nested)
+            members = {p: d for p, d in tree.items() if p not in inner}
+            members[f"inner.{nested}"] = packed
+            expected = {p: e for p, e in expected.items() if p not in inner}
+            expected.update({f"inner.{nested}!/{p}": digest_bytes(d, p) for p, d in inner.items()})
+    data = _packed(members, how)
+    # When walked, Then exactly its files come out, with the digests digest_bytes gives them
+    source: Any = OnlyRead(data) if stream else io.BytesIO(data)
+    got = {r.path: (r.size, r.sha256, r.kw, r.ws, r.kind) for r in walk(source, "drop")}
+    assert got == {p: (e.size, e.sha256, e.kw, e.ws, e.kind.value) for p, e in expected.items()}

@@ -311,3 +311,53 @@ def test_binary_after_a_text_looking_first_block_is_decided_on_8k() -> None:
     data = b"a" * 8000 + b"\0" + b"$Id: x $\r\n"
     assert fed(data, [100, 4000], 1 << 30) == reference(data)
     assert fed(data, [100], 1 << 30)[2] == sha(data)
+
+
+# --- invariants of the normal forms ---------------------------------------------------------------
+
+_TEXTISH = st.lists(_TOKENS, max_size=80).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(_TEXTISH, st.binary(max_size=200)))
+def test_normal_forms_are_idempotent_and_ws_includes_kw(data: bytes) -> None:
+    kw, ws = kw_normalise(data), ws_normalise(data)
+    assert kw_normalise(kw) == kw
+    assert ws_normalise(ws) == ws
+    assert ws_normalise(kw) == ws
+    assert len(ws) <= len(kw) <= len(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=_TEXTISH)
+def test_ws_form_has_no_cr_and_no_trailing_blank(data: bytes) -> None:
+    if not is_text(data):
+        return
+    ws = ws_normalise(data)
+    assert b"\r" not in ws
+    assert not any(line.endswith((b" ", b"\t")) for line in ws.split(b"\n"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(_TEXTISH, st.binary(max_size=200)))
+def test_digests_are_the_hashes_of_the_normal_forms(data: bytes) -> None:
+    result = digest_bytes(data)
+    assert (result.sha256, result.kw, result.ws) == (
+        sha(data),
+        sha(kw_normalise(data)),
+        sha(ws_normalise(data)),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.one_of(_TEXTISH, st.binary(max_size=300)),
+    cuts=st.lists(st.integers(min_value=0), max_size=10),
+    limit=st.sampled_from([0, 7, 1 << 30]),
+    pad=st.sampled_from([b"", PAD, PAD_OPEN]),
+)
+def test_streaming_digester_equals_digest_bytes_for_any_block_split(
+    data: bytes, cuts: list[int], limit: int, pad: bytes
+) -> None:
+    whole = digest_bytes(pad + data, "f")
+    assert fed(data, cuts, limit, pad) == (whole.size, whole.sha256, whole.kw, whole.ws)

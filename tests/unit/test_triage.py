@@ -215,3 +215,8 @@ def test_a_triage_that_broke_is_recorded_and_never_reads_as_clean() -> None:
     assert manifest["verdict"] == "review"
     with pytest.raises(ValueError, match="unknown licence detector"):
         detector("ninka")
+
+
+def test_an_unreadable_member_keeps_a_drop_from_being_clean() -> None:
+    summary = {"review": 0, "unreadable": 1, "flags": {"action-required": 0, "review": 0}}
+    assert verdict("complete", summary) == "review"
