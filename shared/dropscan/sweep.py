@@ -46,6 +46,8 @@ def sweep(svc: Services, at: datetime) -> SweepResult:
         if _give_up(svc, scan_id, _dead_letter_reason, at, cutoff):
             result.dead_lettered.append(scan_id)
     for scan_id in svc.scans.open_before(cutoff):
+        if scan_id in result.dead_lettered:
+            continue  # given up a moment ago: its manifest is on its way through triage
         if _record_written_manifest(svc, scan_id):
             result.closed.append(scan_id)
         elif _give_up(svc, scan_id, _timeout_reason, at, cutoff):

@@ -52,7 +52,11 @@ def test_two_suppliers_scanned_at_once_stay_apart(stack: EmbeddedStack, tmp_path
     assert stack.dispatcher.drain(timeout=120)
 
     listed = stack.client.s3.list_objects_v2(Bucket=stack.names.results_bucket, Prefix="results/")
-    assert sorted(o["Key"] for o in listed["Contents"]) == sorted(manifest_key(s, i) for s, i in ids.items())
+    keys = [o["Key"] for o in listed["Contents"]]
+    manifests = sorted(k for k in keys if k.endswith("/manifest.json"))
+    assert manifests == sorted(manifest_key(s, i) for s, i in ids.items())
+    # the reports too live under their supplier's prefix, beside their manifest
+    assert all(any(k.startswith(f"results/{s}/{i}/") for s, i in ids.items()) for k in keys)
     for supplier, other in (("acme", "globex"), ("globex", "acme")):
         manifest, text = manifest_of(stack, supplier, ids[supplier])
         assert manifest["supplier"] == supplier
@@ -76,7 +80,7 @@ def test_a_key_that_climbs_out_of_its_supplier_prefix_stays_with_its_uploader(
     stack.client.s3.upload_file(str(drop), stack.names.drops_bucket, key)
     assert stack.dispatcher.drain(timeout=60)
     listed = stack.client.s3.list_objects_v2(Bucket=stack.names.results_bucket, Prefix="results/")
-    [manifest_obj] = listed["Contents"]
+    [manifest_obj] = [o for o in listed["Contents"] if o["Key"].endswith("/manifest.json")]
     assert manifest_obj["Key"].startswith("results/acme/")
     [note] = stack.mailbox.fetch()
     assert note.attributes["supplier"] == "acme"

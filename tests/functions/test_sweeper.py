@@ -38,6 +38,7 @@ def test_a_scan_past_the_deadline_ends_failed_with_its_manifest(stack: EmbeddedS
     open_scan(stack, "s-recent", age=timedelta(minutes=59))
     result = app("SweeperFunction")(scheduled(datetime.now(UTC)), context())
     assert result["timed_out"] == ["s-late"]
+    assert stack.dispatcher.drain(timeout=60)  # the hand-over goes through triage, which writes it
     body = stack.client.s3.get_object(Bucket=stack.names.results_bucket, Key=manifest_key("acme", "s-late"))[
         "Body"
     ].read()
