@@ -177,11 +177,22 @@ def test_lookup_killed_after_writing_its_result_is_counted_once(flow: Flow) -> N
 
 
 def test_finalize_killed_after_its_claim_is_finished_by_the_redelivery(flow: Flow) -> None:
-    killed = flow.faults.kill_before(flow.svc.s3, "PutObject", when=key_contains("manifest.json"))
+    killed = flow.faults.kill_before(flow.svc.s3, "PutObject", when=key_contains("/classified/"))
     manifest_puts = flow.faults.count(flow.svc.s3, "PutObject", key_contains("manifest.json"))
     scan_id = flow.scan()
     assert flow.faults.fired[killed] == 1
     assert flow.failed_deliveries("FinalizeFunction") == 1
+    assert classes(flow.manifest(scan_id)) == EXPECTED
+    assert manifest_puts() == 1
+    assert len(flow.notes(scan_id)) == 1
+
+
+def test_triage_killed_before_the_manifest_is_finished_by_the_redelivery(flow: Flow) -> None:
+    killed = flow.faults.kill_before(flow.svc.s3, "PutObject", when=key_contains("manifest.json"))
+    manifest_puts = flow.faults.count(flow.svc.s3, "PutObject", key_contains("manifest.json"))
+    scan_id = flow.scan()
+    assert flow.faults.fired[killed] == 1
+    assert flow.failed_deliveries("TriageFunction") == 1
     assert classes(flow.manifest(scan_id)) == EXPECTED
     assert manifest_puts() == 1
     assert len(flow.notes(scan_id)) == 1
@@ -277,7 +288,8 @@ def test_the_same_upload_event_twice_is_unpacked_once(flow: Flow) -> None:
     assert flow.stack.dispatcher.drain(timeout=60)
     unpacks = [d for d in flow.stack.dispatcher.history[before:] if d.function == "UnpackFunction"]
     assert [(d.messages, d.failed) for d in unpacks] == [(1, 0)] * 3
-    assert (reads(), chunks()) == (1, 3)  # one read of the drop, its three chunks sent once
+    # the drop read once by unpack and once by triage (its review set), its three chunks sent once
+    assert (reads(), chunks()) == (2, 3)
     assert classes(flow.manifest(scan_id)) == EXPECTED
     assert len(flow.notes(scan_id)) == 1
 
