@@ -198,7 +198,7 @@ def test_triage_killed_before_the_manifest_is_finished_by_the_redelivery(flow: F
     assert len(flow.notes(scan_id)) == 1
 
 
-def test_finalize_killed_after_writing_the_manifest_is_closed_by_the_sweeper(flow: Flow) -> None:
+def test_triage_killed_after_writing_the_manifest_is_closed_by_the_sweeper(flow: Flow) -> None:
     flow.faults.kill_after(flow.svc.s3, "PutObject", when=key_contains("manifest.json"))
     scan_id = flow.scan()
     scan = flow.svc.scans.get(scan_id)
