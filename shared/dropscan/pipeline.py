@@ -190,6 +190,7 @@ def _unpack_object(
 
 def _hash_into_chunks(svc: Services, scan_id: str, bucket: str, key: str, name: str) -> None:
     """Stream the upload through the archive walker into chunks; then record how many there are."""
+    started = time.perf_counter()
     reader = HashingReader(svc.s3.get_object(Bucket=bucket, Key=key)["Body"])
     sender = ChunkSender(svc, scan_id, svc.settings.chunk_size)
     reason: str | None = None
@@ -206,7 +207,8 @@ def _hash_into_chunks(svc: Services, scan_id: str, bucket: str, key: str, name: 
     reader.drain()
     if sender.files == 0 and status == "scanning":
         reason, status = "archive holds no files", "rejected"
-    _close_unpack(svc, scan_id, sender.chunks, reader.size, reader.hexdigest(), reason, status)
+    seconds = time.perf_counter() - started
+    _close_unpack(svc, scan_id, sender.chunks, reader.size, reader.hexdigest(), reason, status, seconds)
     logger.info("unpacked", extra={"files": sender.files, "chunks": sender.chunks, "bytes": reader.size})
 
 
@@ -223,9 +225,19 @@ def _resume(svc: Services, scan_id: str) -> bool:
 
 
 def _close_unpack(
-    svc: Services, scan_id: str, chunks: int, size: int, sha: str | None, reason: str | None, status: str
+    svc: Services,
+    scan_id: str,
+    chunks: int,
+    size: int,
+    sha: str | None,
+    reason: str | None,
+    status: str,
+    seconds: float | None = None,
 ) -> None:
-    if svc.scans.set_total(scan_id, chunks, size=size, sha256=sha or "", reason=reason, status=status):
+    total = svc.scans.set_total(
+        scan_id, chunks, size=size, sha256=sha or "", reason=reason, status=status, seconds=seconds
+    )
+    if total:
         send_finalize(svc, scan_id)
 
 
@@ -349,6 +361,7 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
             "dynamodb": stats.as_dict(),
             "chunks": int(scan.chunks_total or 0),
             "seconds": {
+                "unpack": float(scan.unpack_seconds or 0.0),
                 "lookup": round(lookup_seconds, 3),
                 "finalize": round(time.perf_counter() - started, 3),
             },

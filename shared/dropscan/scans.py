@@ -45,6 +45,7 @@ class ScanItem(Model):
     source_size = NumberAttribute(null=True)
     source_sha256 = UnicodeAttribute(null=True)
     chunks_total = NumberAttribute(null=True)
+    unpack_seconds = NumberAttribute(null=True)
     chunks_done = NumberAttribute(default=0)
     done_chunks = UnicodeSetAttribute(null=True)
     metadata = MapAttribute[str, Any](null=True)  # the upload's x-amz-meta-* (declared components, arch)
@@ -109,7 +110,15 @@ class ScanStore:
         return item
 
     def set_total(
-        self, scan_id: str, total: int, *, size: int, sha256: str, reason: str | None, status: str
+        self,
+        scan_id: str,
+        total: int,
+        *,
+        size: int,
+        sha256: str,
+        reason: str | None,
+        status: str,
+        seconds: float | None = None,
     ) -> bool:
         """Record the chunk count once unpack is done; True if every chunk was already counted."""
         item = self.model(scan_id)
@@ -121,6 +130,8 @@ class ScanStore:
         ]
         if reason:
             actions.append(self.model.reason.set(reason))
+        if seconds is not None:
+            actions.append(self.model.unpack_seconds.set(round(seconds, 3)))
         try:
             # a scan finalised meanwhile (the sweeper gave up on it) keeps what its manifest says
             item.update(actions=actions, condition=self.model.finalized_at.does_not_exist())
