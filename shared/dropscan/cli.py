@@ -109,7 +109,9 @@ def cmd_scan(a: argparse.Namespace) -> int:
 
                 write_eml(notes[0], Path(a.eml_dir), scan_id)
     if a.manifest_out:
-        Path(a.manifest_out).write_text(json.dumps(manifest, indent=1))
+        out = Path(a.manifest_out)
+        out.write_text(json.dumps(manifest, indent=1))
+        _write_reports(manifest, out.parent)
     if not a.quiet:
         from dropscan.summary import body, subject
 
@@ -272,6 +274,14 @@ def _add_target(p: argparse.ArgumentParser) -> None:
         "--data-dir", default=str(default_data_dir()), help="where the embedded stack keeps its data"
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary")
+
+
+def _write_reports(manifest: dict[str, Any], folder: Path) -> None:
+    """The reports beside a local copy of the manifest, rendered from it as the triage stage does."""
+    from dropscan.reports import render
+
+    for fmt, key in (manifest.get("reports") or {}).items():
+        (folder / key.rsplit("/", 1)[-1]).write_text(render(manifest, fmt), encoding="utf-8")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -92,5 +92,6 @@ def run_demo(cache: Path, out: Path, *, quiet: bool = False) -> int:
     if quiet:
         argv.append("--quiet")
     rc = main(argv)
-    print(f"\nmanifest: {out / 'manifest.json'}; e-mail: {out / 'notifications'}/")
+    print(f"\nmanifest: {out / 'manifest.json'}; reports: {out / 'report.html'}, {out / 'sbom.spdx.json'}, ")
+    print(f"{out / 'sbom.cdx.json'}; e-mail: {out / 'notifications'}/")
     return rc

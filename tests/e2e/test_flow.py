@@ -56,6 +56,9 @@ def test_cli_scan_classifies_every_file_and_sends_the_summary(
     )
     printed = capsys.readouterr().out
     assert "modified  foo-1.0-acme/util.h" in printed
+    # the reports beside the local copy of the manifest
+    assert sorted(p.name for p in tmp_path.glob("sbom.*")) == ["sbom.cdx.json", "sbom.spdx.json"]
+    assert "foo-1.0-acme/" in (tmp_path / "report.html").read_text()
 
 
 def test_notification_carries_filterable_attributes(
