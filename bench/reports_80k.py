@@ -11,11 +11,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
+from dropscan.bench import timed as median
 from dropscan.manifest import summarize
 from dropscan.reports import FORMATS, render
 
@@ -102,15 +100,6 @@ def synthetic(n: int, review: int) -> dict[str, Any]:
         "stats": {},
         "triage": {"detector": "spdx-tags+rules", "files": review, "seconds": 1.0},
     }
-
-
-def median(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main() -> None:

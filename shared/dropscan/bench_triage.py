@@ -10,16 +10,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import statistics
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import libarchive
 
+from dropscan.bench import timed
 from dropscan.licenses import Detector, TagDetector, detector
 from dropscan.triage import triage_file
 
@@ -64,15 +64,6 @@ def triage_all(paths: list[str], files: Mapping[str, bytes], det: Detector) -> i
             ).flags
         )
     return flags
-
-
-def timed(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def run(drop: Path, expected: Path | None, size: int, runs: int) -> dict[str, Any]:

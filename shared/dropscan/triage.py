@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -227,14 +228,10 @@ def licence_flags(
 
 
 # ------------------------------------------------------------------ restrictive terms
-def _lines(text: str) -> list[str]:
-    return text.splitlines()
-
-
 def term_flags(path: str, component: str, text: str, found: list[LicenseFinding]) -> list[Flag]:
     """Non-commercial and evaluation-only terms anywhere; proprietary notices without a licence grant."""
     flags: list[Flag] = []
-    lines = _lines(text)
+    lines = text.splitlines()
     granted = any(f.category not in RESTRICTED_CATEGORIES for f in found) or bool(_GRANT.search(text))
     for f in found:
         if f.category in RESTRICTED_CATEGORIES:
@@ -454,8 +451,6 @@ def triage_manifest(
     truncated: Iterable[str] = (),
 ) -> TriageReport:
     """Licences of the components and of each review file, and the red flags, from the files' bytes."""
-    import time
-
     started = time.perf_counter()
     report = TriageReport(detector=detector.name, truncated=len(set(truncated)))
     for prefix, files in license_files(manifest["files"]).items():

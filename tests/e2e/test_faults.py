@@ -176,23 +176,22 @@ def test_lookup_killed_after_writing_its_result_is_counted_once(flow: Flow) -> N
     assert len(flow.notes(scan_id)) == 1
 
 
-def test_finalize_killed_after_its_claim_is_finished_by_the_redelivery(flow: Flow) -> None:
-    killed = flow.faults.kill_before(flow.svc.s3, "PutObject", when=key_contains("/classified/"))
+@pytest.mark.parametrize(
+    ("stage", "before_writing"),
+    [
+        ("FinalizeFunction", "/classified/"),  # killed after its claim, before the hand-over to triage
+        ("TriageFunction", "manifest.json"),  # killed after reading the review set, before the manifest
+    ],
+    ids=["FinalizeFunction", "TriageFunction"],
+)
+def test_a_stage_killed_mid_way_is_finished_by_the_redelivery(
+    flow: Flow, stage: str, before_writing: str
+) -> None:
+    killed = flow.faults.kill_before(flow.svc.s3, "PutObject", when=key_contains(before_writing))
     manifest_puts = flow.faults.count(flow.svc.s3, "PutObject", key_contains("manifest.json"))
     scan_id = flow.scan()
     assert flow.faults.fired[killed] == 1
-    assert flow.failed_deliveries("FinalizeFunction") == 1
-    assert classes(flow.manifest(scan_id)) == EXPECTED
-    assert manifest_puts() == 1
-    assert len(flow.notes(scan_id)) == 1
-
-
-def test_triage_killed_before_the_manifest_is_finished_by_the_redelivery(flow: Flow) -> None:
-    killed = flow.faults.kill_before(flow.svc.s3, "PutObject", when=key_contains("manifest.json"))
-    manifest_puts = flow.faults.count(flow.svc.s3, "PutObject", key_contains("manifest.json"))
-    scan_id = flow.scan()
-    assert flow.faults.fired[killed] == 1
-    assert flow.failed_deliveries("TriageFunction") == 1
+    assert flow.failed_deliveries(stage) == 1
     assert classes(flow.manifest(scan_id)) == EXPECTED
     assert manifest_puts() == 1
     assert len(flow.notes(scan_id)) == 1
