@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 from dropscan import __version__
 from dropscan.models import Trust
 from dropscan.releases import Release, load_release, save_release
-from dropscan.upstream_db import PACKAGE_PREFIX, DigestItem, UpstreamDB, VersionRange
+from dropscan.upstream_db import PACKAGE_PREFIX, UpstreamDB, VersionRange, digest_from_raw
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -71,12 +71,11 @@ def export_db(db: UpstreamDB, s3: S3Client, bucket: str, out: IO[bytes]) -> Dump
         for raw in _scan_items(db):
             if raw["pk"]["S"].startswith(PACKAGE_PREFIX):
                 continue
-            item = DigestItem.from_raw_data(raw)
-            pkgs = item.pkgs.as_dict() if item.pkgs is not None else {}
+            digest, found, _ = digest_from_raw(raw)
             line: dict[str, Any] = {
-                "d": item.pk,
-                "f": sorted(item.forms or ()),
-                "p": {k: [v["lo"], v["hi"]] for k, v in pkgs.items()},
+                "d": digest,
+                "f": sorted(found.forms),
+                "p": {k: [r.lo, r.hi] for k, r in found.packages.items()},
             }
             f.write(json.dumps(line, separators=(",", ":")) + "\n")
             stats.digests += 1

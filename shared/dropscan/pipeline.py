@@ -36,7 +36,7 @@ from dropscan.releases import (
 from dropscan.scans import Upload, now
 from dropscan.services import Services
 from dropscan.summary import body, message_attributes, subject
-from dropscan.upstream_db import FileDigests
+from dropscan.upstream_db import DigestInfo, FileDigests, info_from_json, info_to_json
 
 logger = Logger(service="dropscan", child=True)
 
@@ -111,37 +111,72 @@ def _compact(rec: FileRecord) -> dict[str, Any]:
     return out
 
 
+def lookup_keys(rec: FileRecord) -> tuple[str, ...]:
+    """The digests the upstream table is asked for on behalf of one file (none for an empty one)."""
+    if not rec.size:
+        return ()
+    if rec.kw == rec.sha256 and rec.ws == rec.sha256:
+        return (rec.sha256,)
+    return tuple(dict.fromkeys((rec.sha256, rec.kw, rec.ws)))
+
+
 @dataclass
 class ChunkSender:
-    """Cuts the walk into chunks and sends each to the hash-chunk queue (inline or via S3)."""
+    """Cuts the walk into chunks and sends each to the hash-chunk queue (inline or via S3).
+
+    Each digest of the scan is asked for in exactly one chunk: the first whose files bring it. A chunk
+    asks for at most ``keys`` digests and holds at most ``size`` files; all but the last ask for a
+    multiple of ``unit`` (100, one BatchGetItem) digests, leftovers wait for the next chunk. So a scan
+    costs ceil(unique digests / 100) calls, however its duplicates fall.
+    """
 
     svc: Services
     scan_id: str
     size: int
+    keys: int = 1000
     chunks: int = 0
     files: int = 0
     _pending: list[FileRecord] = field(default_factory=list)
+    _keys: list[str] = field(default_factory=list)
+    # 96-bit prefixes of the digests already asked for: a third of the memory of the hex strings
+    _seen: set[int] = field(default_factory=set)
+
+    @property
+    def unit(self) -> int:
+        return min(100, self.keys)
 
     def add(self, rec: FileRecord) -> None:
         self._pending.append(rec)
         self.files += 1
+        for key in lookup_keys(rec):
+            prefix = int(key[:24], 16)
+            if prefix not in self._seen:
+                self._seen.add(prefix)
+                self._keys.append(key)
+        while len(self._keys) >= self.keys:
+            self._send(self.keys)
         if len(self._pending) >= self.size:
-            self.flush()
+            self._send(len(self._keys) // self.unit * self.unit)
 
     def flush(self) -> None:
-        if not self._pending:
-            return
+        """Send what is left (the last chunk: any number of keys)."""
+        while self._pending or self._keys:
+            self._send(min(len(self._keys), self.keys))
+
+    def _send(self, n_keys: int) -> None:
         seq = self.chunks
+        keys, self._keys = self._keys[:n_keys], self._keys[n_keys:]
         records = [_compact(r) for r in self._pending]
-        msg: dict[str, Any] = {"scan_id": self.scan_id, "seq": seq, "records": records}
+        self._pending = []
+        msg: dict[str, Any] = {"scan_id": self.scan_id, "seq": seq, "keys": keys, "records": records}
         text = json.dumps(msg, separators=(",", ":"))
         if len(text) > INLINE_CHUNK_LIMIT:
             key = work_key(self.scan_id, "chunks", seq)
-            self.svc.s3.put_object(Bucket=self.svc.settings.results_bucket, Key=key, Body=_gz_json(records))
+            body = _gz_json({"keys": keys, "records": records})
+            self.svc.s3.put_object(Bucket=self.svc.settings.results_bucket, Key=key, Body=body)
             text = json.dumps({"scan_id": self.scan_id, "seq": seq, "records_key": key})
         self.svc.sqs.send_message(QueueUrl=self.svc.settings.chunk_queue_url, MessageBody=text)
         self.chunks += 1
-        self._pending = []
 
 
 def send_finalize(svc: Services, scan_id: str) -> None:
@@ -192,7 +227,7 @@ def _hash_into_chunks(svc: Services, scan_id: str, bucket: str, key: str, name: 
     """Stream the upload through the archive walker into chunks; then record how many there are."""
     started = time.perf_counter()
     reader = HashingReader(svc.s3.get_object(Bucket=bucket, Key=key)["Body"])
-    sender = ChunkSender(svc, scan_id, svc.settings.chunk_size)
+    sender = ChunkSender(svc, scan_id, svc.settings.chunk_size, svc.settings.chunk_keys)
     reason: str | None = None
     status = "scanning"
     is_known = lru_cache(maxsize=None)(svc.upstream().is_known)
@@ -242,48 +277,62 @@ def _close_unpack(
 
 
 # ------------------------------------------------------------------ stage 2: lookup
-def _chunk_records(svc: Services, message: dict[str, Any]) -> list[FileRecord]:
-    raw = message.get("records")
-    if raw is None:
+def _chunk_body(svc: Services, message: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """(compact records, digests to ask for) of a chunk message, inline or from S3."""
+    body: dict[str, Any] = message
+    if message.get("records") is None:
         obj = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=message["records_key"])
-        raw = json.loads(gzip.decompress(obj["Body"].read()))
-    return [FileRecord.from_json(r) for r in raw]
+        stored = json.loads(gzip.decompress(obj["Body"].read()))
+        body = stored if isinstance(stored, dict) else {"records": stored}
+    records: list[dict[str, Any]] = body["records"]
+    keys = body.get("keys")
+    if keys is None:  # a chunk cut before chunks carried their keys: its own files' digests
+        keys = [k for r in records for k in lookup_keys(FileRecord.from_json(r))]
+    return records, list(keys)
 
 
 def lookup_chunk(svc: Services, message: dict[str, Any]) -> None:
-    """Classify one chunk's files by their digests and count the chunk done on the scan."""
+    """Ask the upstream table for one chunk's digests; hand the files and what was found to finalize."""
     started = time.perf_counter()
     scan_id, seq = message["scan_id"], int(message["seq"])
-    records = _chunk_records(svc, message)
+    records, keys = _chunk_body(svc, message)
     db = svc.upstream()
-    known = db.lookup(d for r in records if r.size for d in (r.sha256, r.kw, r.ws))
-    names = {p for info in known.values() for p in info.packages}
-    trust = {n: p.trust for n, p in db.packages(names).items()} if names else {}
-    files = []
-    for rec in records:
-        cls, refs = classify(rec, known, trust)
-        entry: dict[str, Any] = {
-            "path": rec.path,
-            "size": rec.size,
-            "sha256": rec.sha256,
-            "kind": rec.kind,
-            "class": cls.value if cls else None,
-        }
-        if refs:
-            entry["upstream"] = refs
-        if rec.unreadable:
-            entry["unreadable"] = rec.unreadable
-        if rec.link is not None:  # links and odd names: recorded by the walker, shown as they are
-            entry["link"] = rec.link
-        if rec.note:
-            entry["note"] = rec.note
-        files.append(entry)
-    result = {"files": files, "dynamodb": db.stats.as_dict(), "seconds": time.perf_counter() - started}
+    known = db.lookup(keys)
+    # files are classed in finalize: a file's digest may have been asked for by an earlier chunk
+    result = {
+        "records": records,
+        "known": {d: info_to_json(info) for d, info in known.items()},
+        "dynamodb": db.stats.as_dict(),
+        "seconds": time.perf_counter() - started,
+    }
     svc.s3.put_object(
         Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq), Body=_gz_json(result)
     )
     if svc.scans.chunk_done(scan_id, seq):
         send_finalize(svc, scan_id)
+
+
+def file_entry(
+    rec: FileRecord, known: Mapping[str, DigestInfo], trust: Mapping[str, Trust]
+) -> dict[str, Any]:
+    """A file of the manifest: what the walker saw and the class its digests earn."""
+    cls, refs = classify(rec, known, trust)
+    entry: dict[str, Any] = {
+        "path": rec.path,
+        "size": rec.size,
+        "sha256": rec.sha256,
+        "kind": rec.kind,
+        "class": cls.value if cls else None,
+    }
+    if refs:
+        entry["upstream"] = refs
+    if rec.unreadable:
+        entry["unreadable"] = rec.unreadable
+    if rec.link is not None:  # links and odd names: recorded by the walker, shown as they are
+        entry["link"] = rec.link
+    if rec.note:
+        entry["note"] = rec.note
+    return entry
 
 
 # ------------------------------------------------------------------ stage 3: finalize
@@ -317,17 +366,20 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     written = object_exists(svc.s3, svc.settings.results_bucket, key)
     if written or not svc.scans.claim_finalize(scan_id, token):
         return None
-    files: list[dict[str, Any]] = []
+    records: list[FileRecord] = []
+    known: dict[str, DigestInfo] = {}
     stats = CallStats()
     lookup_seconds = 0.0
     # the chunks counted done: all of them, unless the sweeper gave up on the scan
     for result in _chunk_results(svc, scan_id, sorted(int(s) for s in scan.done_chunks or ())):
-        files.extend(result["files"])
+        records.extend(FileRecord.from_json(r) for r in result["records"])
+        known.update((d, info_from_json(v)) for d, v in result["known"].items())
         stats.add(**result["dynamodb"])
         lookup_seconds += result["seconds"]
     db = svc.upstream()
-    names = {ref["package"] for f in files for ref in f.get("upstream", [])}
-    packages = db.packages(names) if names else {}
+    packages = db.packages({p for info in known.values() for p in info.packages}) if known else {}
+    trust = {n: p.trust for n, p in packages.items()}
+    files = [file_entry(rec, known, trust) for rec in records]
     load = lru_cache(maxsize=64)(lambda p, v: load_release(svc.s3, svc.settings.upstream_bucket, p, v))
     by_component: dict[str, list[dict[str, Any]]] = {}
     for f in files:

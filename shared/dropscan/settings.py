@@ -26,7 +26,8 @@ class Settings:
     triage_detector: str = "auto"  # auto | scancode | tags
     report_link_expiry: int = 43200  # seconds; also bounded by the function role's session
     scratch_dir: str | None = None  # where triage spools the drop (Lambda: /tmp)
-    chunk_size: int = 1000
+    chunk_size: int = 1000  # most files a chunk holds
+    chunk_keys: int = 1000  # most new lookup keys a chunk holds: 10 BatchGetItem calls
     max_nesting_depth: int = 8
     # dropscan.archive.Limits, in the template's units
     max_unpacked_gib: int = 64
@@ -61,6 +62,7 @@ class Settings:
             scratch_dir=e.get("SCRATCH_DIR") or None,
             idempotency_table=e["IDEMPOTENCY_TABLE"],
             chunk_size=int(e.get("CHUNK_SIZE", "1000")),
+            chunk_keys=int(e.get("CHUNK_KEYS", "1000")),
             max_nesting_depth=int(e.get("MAX_NESTING_DEPTH", "8")),
             max_unpacked_gib=int(e.get("MAX_UNPACKED_GIB", "64")),
             max_files=int(e.get("MAX_FILES", "2000000")),

@@ -1,0 +1,65 @@
+"""The upstream table's digest items: the two-attribute layout, and the earlier one still read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from dropscan.upstream_db import FileDigests, UpstreamDB, VersionRange
+
+A, B, K = "a" * 64, "b" * 64, "c" * 64
+
+
+@pytest.fixture
+def dynamodb() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(
+            TableName="upstream",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield client
+
+
+def items(client: Any) -> dict[str, dict[str, Any]]:
+    return {i["pk"]["S"]: i for i in client.scan(TableName="upstream")["Items"]}
+
+
+def test_a_digest_item_is_its_key_and_one_json_value(dynamodb: Any) -> None:
+    db = UpstreamDB(dynamodb, "upstream")
+    db.add_release("foo", "1.0", [FileDigests(A, K, A)])
+    stored = items(dynamodb)
+    assert set(stored[A]) == {"pk", "v"}
+    assert json.loads(stored[A]["v"]["S"]) == {"f": ["raw", "ws"], "p": {"foo": ["1.0"]}, "kw": K}
+    assert json.loads(stored[K]["v"]["S"]) == {"f": ["kw"], "p": {"foo": ["1.0"]}}
+    db.add_release("foo", "2.0", [FileDigests(A, A, A)])
+    info = db.lookup([A, B])
+    assert set(info) == {A}
+    assert info[A].packages == {"foo": VersionRange("1.0", "2.0")}
+    assert db.is_known(A) and not db.is_known(K) and not db.is_known(B)
+
+
+def test_items_of_the_earlier_layout_are_read_and_rewritten_on_the_next_merge(dynamodb: Any) -> None:
+    dynamodb.put_item(
+        TableName="upstream",
+        Item={
+            "pk": {"S": A},
+            "forms": {"SS": ["raw"]},
+            "pkgs": {"M": {"foo": {"M": {"lo": {"S": "0.9"}, "hi": {"S": "1.0"}}}}},
+        },
+    )
+    db = UpstreamDB(dynamodb, "upstream")
+    assert db.lookup([A])[A].packages == {"foo": VersionRange("0.9", "1.0")}
+    assert db.is_known(A)
+    # nothing new to say of A, but it is in the old layout: rewritten once, then left alone
+    assert db.merge_digests({A: ({"raw"}, {"foo": VersionRange("1.0", "1.0")})}) == 1
+    assert set(items(dynamodb)[A]) == {"pk", "v"}
+    assert db.lookup([A])[A].packages == {"foo": VersionRange("0.9", "1.0")}
+    assert db.merge_digests({A: ({"raw"}, {"foo": VersionRange("1.0", "1.0")})}) == 0
