@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 PACKAGE_PREFIX = "package#"
+# one item naming every package, so that listing them reads two items rather than scanning the table
+PACKAGE_INDEX = "packages"
 FORMS = ("raw", "kw", "ws")
 
 
@@ -118,6 +120,11 @@ def info_to_json(info: DigestInfo) -> dict[str, Any]:
     return {"f": sorted(info.forms), "p": {p: r.as_list() for p, r in sorted(info.packages.items())}}
 
 
+def digest_item(digest: str, value: Mapping[str, Any]) -> dict[str, Any]:
+    """A raw digest item, serialised by hand as digest_from_raw reads it (a pynamodb model costs 3x)."""
+    return {"pk": {"S": digest}, "v": {"S": json.dumps(value, separators=(",", ":"))}}
+
+
 def info_from_json(v: Mapping[str, Any]) -> DigestInfo:
     return DigestInfo(frozenset(v["f"]), {p: _range(r) for p, r in v["p"].items()})
 
@@ -168,22 +175,35 @@ class UpstreamDB:
     def packages(self, names: Iterable[str] | None = None) -> dict[str, PackageInfo]:
         """Package items by name: the named ones, or all of them."""
         if names is None:
-            raws: list[dict[str, Any]] = []
-            kwargs: dict[str, Any] = {
-                "TableName": self.table,
-                "FilterExpression": "begins_with(pk, :p)",
-                "ExpressionAttributeValues": {":p": {"S": PACKAGE_PREFIX}},
-            }
-            while True:
-                resp = self.client.scan(**kwargs)
-                raws.extend(resp.get("Items", []))
-                if "LastEvaluatedKey" not in resp:
-                    break
-                kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
-        else:
-            raws = self.batch.get_many([{"pk": {"S": PACKAGE_PREFIX + n}} for n in sorted(set(names))])
+            index = self.client.get_item(TableName=self.table, Key={"pk": {"S": PACKAGE_INDEX}}).get("Item")
+            names = index["packages"]["SS"] if index else self._scan_package_names()
+        raws = self.batch.get_many([{"pk": {"S": PACKAGE_PREFIX + n}} for n in sorted(set(names))])
         infos = [_package_from_raw(r) for r in raws]
         return {p.name: p for p in infos}
+
+    def _scan_package_names(self) -> list[str]:
+        """For a table written before the package index: its package items, by a Scan."""
+        names: list[str] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "begins_with(pk, :p)",
+            "ExpressionAttributeValues": {":p": {"S": PACKAGE_PREFIX}},
+            "ProjectionExpression": "pk",
+        }
+        while True:
+            resp = self.client.scan(**kwargs)
+            names.extend(i["pk"]["S"][len(PACKAGE_PREFIX) :] for i in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                return names
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def _index(self, package: str) -> None:
+        self.client.update_item(
+            TableName=self.table,
+            Key={"pk": {"S": PACKAGE_INDEX}},
+            UpdateExpression="ADD packages :n",
+            ExpressionAttributeValues={":n": {"SS": [package]}},
+        )
 
     def is_known(self, sha256: str) -> bool:
         item = self.client.get_item(TableName=self.table, Key={"pk": {"S": sha256}}).get("Item")
@@ -227,8 +247,7 @@ class UpstreamDB:
                 continue
             value = info_to_json(DigestInfo(frozenset(merged_forms), merged))
             value.update((extra or {}).get(digest, {}))
-            # serialised by hand, as digest_from_raw reads it: pynamodb's per-item model costs 3x
-            changed.append({"pk": {"S": digest}, "v": {"S": json.dumps(value, separators=(",", ":"))}})
+            changed.append(digest_item(digest, value))
         self.batch.put_many(changed)
         return len(changed)
 
@@ -247,6 +266,7 @@ class UpstreamDB:
                 ":v": {"SS": [version]},
             },
         )
+        self._index(package)
 
     def stats_summary(self) -> dict[str, Any]:
         """Counts for ``dropscan db stats``."""
@@ -269,3 +289,4 @@ class UpstreamDB:
             ExpressionAttributeNames={"#n": "name"},
             ExpressionAttributeValues={":n": {"S": package}, ":t": {"S": trust.value}},
         )
+        self._index(package)

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from dropscan.local.embedded import EmbeddedStack
 
 from builders import make_tar
-from test_flow import classes, scan
+
+
+def classes_of_scan(stack: EmbeddedStack, drop: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    _, scan_id = stack.client.upload_drop(drop, "acme")
+    manifest = stack.client.wait_manifest("acme", scan_id, timeout=120)
+    assert manifest is not None, "no manifest"
+    return {f["path"]: f["class"] for f in manifest["files"]}, manifest["stats"]
 
 
 def test_duplicates_across_chunks_cost_no_extra_calls(tmp_path: Path, fast_stack: EmbeddedStack) -> None:
@@ -21,16 +28,15 @@ def test_duplicates_across_chunks_cost_no_extra_calls(tmp_path: Path, fast_stack
     drop |= {f"foo-1.0-acme/copy/f{i:03d}.c": upstream[f"foo-1.0/src/f{i:03d}.c"] for i in range(120)}
     drop |= {f"foo-1.0-acme/new/n{i:03d}.c": f"int n{i};\n".encode() for i in range(45)}
     drop |= {f"foo-1.0-acme/new/m{i:03d}.c": f"int n{i};\n".encode() for i in range(45)}  # same again
-    manifest, _ = scan(fast_stack, make_tar(tmp_path / "foo-1.0-acme.tar.gz", drop))
+    got, stats = classes_of_scan(fast_stack, make_tar(tmp_path / "foo-1.0-acme.tar.gz", drop))
 
     # distinct digests: 260 upstream files, the keyword file's raw and kw (= ws) forms, 45 new contents
     unique = 260 + 2 + 45
-    dynamo = manifest["stats"]["dynamodb"]
+    dynamo = stats["dynamodb"]
     # the digests, and then the one package item (its trust) in finalize
     assert dynamo["keys_requested"] == unique + 1
     assert dynamo["batch_get_calls"] == math.ceil(unique / 100) + 1
-    assert manifest["stats"]["chunks"] >= len(drop) // 10
-    got = classes(manifest)
+    assert stats["chunks"] >= len(drop) // 10
     assert {got[f"foo-1.0-acme/copy/f{i:03d}.c"] for i in range(120)} == {"identical"}
     assert got["foo-1.0-acme/src/id.c"] == "vcs-keywords"
     assert {got[f"foo-1.0-acme/new/m{i:03d}.c"] for i in range(45)} == {"added"}

@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from dropscan.models import Trust
 from dropscan.upstream_db import FileDigests, UpstreamDB, VersionRange
 
 A, B, K = "a" * 64, "b" * 64, "c" * 64
@@ -63,3 +64,14 @@ def test_items_of_the_earlier_layout_are_read_and_rewritten_on_the_next_merge(dy
     assert set(items(dynamodb)[A]) == {"pk", "v"}
     assert db.lookup([A])[A].packages == {"foo": VersionRange("0.9", "1.0")}
     assert db.merge_digests({A: ({"raw"}, {"foo": VersionRange("1.0", "1.0")})}) == 0
+
+
+def test_packages_are_listed_from_the_index_or_by_a_scan_of_an_older_table(dynamodb: Any) -> None:
+    db = UpstreamDB(dynamodb, "upstream")
+    db.add_release("foo", "1.0", [FileDigests(A, A, A)])
+    db.set_trust("bar", Trust.LOW)
+    assert sorted(db.packages()) == ["bar", "foo"]
+    assert set(items(dynamodb)["packages"]["packages"]["SS"]) == {"bar", "foo"}
+    dynamodb.delete_item(TableName="upstream", Key={"pk": {"S": "packages"}})  # as written before the index
+    assert sorted(db.packages()) == ["bar", "foo"]
+    assert db.packages()["bar"].trust is Trust.LOW

@@ -119,7 +119,7 @@ def _save_db(client: Client, s3: Any, data_dir: Path) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = data_dir / (DB_FILE + ".tmp")
     with tmp.open("wb") as f:
-        export_db(client.db, s3, client.names.upstream_bucket, f)
+        export_db(client.db, s3, client.names.upstream_bucket, f, via_export=True)
     tmp.replace(data_dir / DB_FILE)  # never leave a half-written database behind
 
 

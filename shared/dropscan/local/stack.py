@@ -214,6 +214,7 @@ def deploy(
     _apply_notifications(s3, tr, physical, arns)
     _apply_bucket_settings(s3, tr, physical)
     _apply_time_to_live(session.client("dynamodb", region_name=REGION), tr, physical)
+    _apply_point_in_time_recovery(session.client("dynamodb", region_name=REGION), tr, physical)
     functions = _functions(session, tr, physical)
     mappings = [
         EventSourceMapping(
@@ -309,6 +310,17 @@ def _apply_time_to_live(dynamodb: Any, tr: Translation, physical: dict[str, str]
         now = dynamodb.describe_time_to_live(TableName=physical[name])["TimeToLiveDescription"]
         if now.get("TimeToLiveStatus") != "ENABLED":  # a reused stack has it on already
             dynamodb.update_time_to_live(TableName=physical[name], TimeToLiveSpecification=spec)
+
+
+def _apply_point_in_time_recovery(dynamodb: Any, tr: Translation, physical: dict[str, str]) -> None:
+    """Nor its PointInTimeRecoverySpecification (which the embedded stack's table export needs)."""
+    for name, res in tr.template["Resources"].items():
+        spec = res.get("Properties", {}).get("PointInTimeRecoverySpecification")
+        if res["Type"] == "AWS::DynamoDB::Table" and spec and spec.get("PointInTimeRecoveryEnabled"):
+            dynamodb.update_continuous_backups(
+                TableName=physical[name],
+                PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
+            )
 
 
 def _functions(
