@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
 import tempfile
 import time
@@ -472,8 +473,9 @@ def _triage_into(svc: Services, manifest: dict[str, Any]) -> None:
     extracted = _read_again(svc, manifest)
     try:
         detector = licenses.detector(svc.settings.triage_detector)
+        workers = svc.settings.triage_workers or os.cpu_count() or 1
         found = triage.triage_manifest(
-            manifest, extracted.content, detector=detector, truncated=extracted.truncated
+            manifest, extracted.content, detector=detector, truncated=extracted.truncated, workers=workers
         )
     except Exception as e:  # errors are data: the manifest says triage did not finish
         logger.exception("triage failed", extra={"scan_id": manifest["scan_id"]})

@@ -24,6 +24,7 @@ class Settings:
     idempotency_table: str
     triage_queue_url: str = ""
     triage_detector: str = "auto"  # auto | scancode | tags
+    triage_workers: int = 1  # processes for the review files; 0: one per CPU
     report_link_expiry: int = 43200  # seconds; also bounded by the function role's session
     scratch_dir: str | None = None  # where triage spools the drop (Lambda: /tmp)
     chunk_size: int = 1000  # most files a chunk holds
@@ -58,6 +59,7 @@ class Settings:
             topic_arn=e["TOPIC_ARN"],
             triage_queue_url=e.get("TRIAGE_QUEUE_URL", ""),
             triage_detector=e.get("TRIAGE_DETECTOR", "auto"),
+            triage_workers=int(e.get("TRIAGE_WORKERS", "1")),
             report_link_expiry=int(e.get("REPORT_LINK_EXPIRY", "43200")),
             scratch_dir=e.get("SCRATCH_DIR") or None,
             idempotency_table=e["IDEMPOTENCY_TABLE"],

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 from license_expression import AND, OR, BaseSymbol, ExpressionError, LicenseWithExceptionSymbol
@@ -420,6 +422,7 @@ class TriageReport:
     component_licenses: dict[str, dict[str, Any]] = field(default_factory=dict)
     flags: list[Flag] = field(default_factory=list)
     error: str | None = None
+    workers: int = 1
 
     def stats(self) -> dict[str, Any]:
         extra = {"error": self.error} if self.error else {}
@@ -430,6 +433,7 @@ class TriageReport:
             "not_found": self.not_found,
             "truncated": self.truncated,
             "seconds": round(self.seconds, 3),
+            "workers": self.workers,
         }
 
 
@@ -449,8 +453,13 @@ def triage_manifest(
     *,
     detector: Detector,
     truncated: Iterable[str] = (),
+    workers: int = 1,
 ) -> TriageReport:
-    """Licences of the components and of each review file, and the red flags, from the files' bytes."""
+    """Licences of the components and of each review file, and the red flags, from the files' bytes.
+
+    ``workers`` > 1 shares the review files among that many processes forked after the detector's
+    index is loaded (the component licences are detected first), so they share it copy-on-write.
+    """
     started = time.perf_counter()
     report = TriageReport(detector=detector.name, truncated=len(set(truncated)))
     for prefix, files in license_files(manifest["files"]).items():
@@ -464,6 +473,7 @@ def triage_manifest(
                 report.component_licenses[prefix] = {"license": expression, "license_file": f["path"]}
                 break
     declared = (manifest.get("source", {}).get("metadata") or {}).get("arch")
+    jobs: list[tuple[Mapping[str, Any], str | None]] = []
     for f in review_files(manifest):
         data = content.get(f["sha256"])
         report.files += 1
@@ -471,13 +481,78 @@ def triage_manifest(
             report.not_found += 1
             continue
         report.bytes += len(data)
-        comp = report.component_licenses.get(f.get("component", ""), {}).get("license")
-        result = triage_file(f, data, detector=detector, component_license=comp, declared_arch=declared)
+        jobs.append((f, report.component_licenses.get(f.get("component", ""), {}).get("license")))
+    for f, result in zip(
+        (f for f, _ in jobs), _triage_all(jobs, content, detector, declared, workers), strict=True
+    ):
         if result.licenses:
             report.licenses[f["path"]] = [x.to_json() for x in result.licenses]
         report.flags += result.flags
+    report.workers = min(workers, max(1, len(jobs) // MIN_FILES_PER_WORKER))
     report.seconds = time.perf_counter() - started
     return report
+
+
+#: fewer files than this per worker are not worth a fork
+MIN_FILES_PER_WORKER = 50
+
+_Job = tuple[Mapping[str, Any], str | None]
+
+
+def _triage_some(
+    jobs: list[_Job], content: Mapping[str, bytes], detector: Detector, declared: str | None
+) -> list[FileTriage]:
+    return [
+        triage_file(
+            f, content[f["sha256"]], detector=detector, component_license=comp, declared_arch=declared
+        )
+        for f, comp in jobs
+    ]
+
+
+def _worker(conn: Connection, *args: Any) -> None:
+    try:
+        conn.send(("ok", _triage_some(*args)))
+    except BaseException as e:  # the parent records it as the triage's error
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def _triage_all(
+    jobs: list[_Job], content: Mapping[str, bytes], detector: Detector, declared: str | None, workers: int
+) -> list[FileTriage]:
+    """triage_file of every job, in order; on ``workers`` processes when there are enough files."""
+    workers = min(workers, len(jobs) // MIN_FILES_PER_WORKER)
+    if workers <= 1:
+        return _triage_some(jobs, content, detector, declared)
+    # interleaved shares, so that each worker gets big and small files alike
+    shares = [jobs[i::workers] for i in range(workers)]
+    # Pipe and fork, not a Pool: Lambda has no /dev/shm for a Pool's semaphores
+    ctx = multiprocessing.get_context("fork")
+    children = []
+    for share in shares[1:]:
+        parent_end, child_end = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_worker, args=(child_end, share, content, detector, declared), daemon=True)
+        proc.start()
+        child_end.close()
+        children.append((proc, parent_end))
+    results = [_triage_some(shares[0], content, detector, declared)]
+    for proc, conn in children:
+        try:
+            status, value = conn.recv()
+        except EOFError:
+            status, value = "error", "a triage worker died (out of memory?)"
+        finally:
+            conn.close()
+            proc.join()
+        if status != "ok":
+            raise RuntimeError(value)
+        results.append(value)
+    ordered: list[FileTriage] = [FileTriage()] * len(jobs)
+    for i, done in enumerate(results):
+        ordered[i::workers] = done
+    return ordered
 
 
 def apply(manifest: dict[str, Any], report: TriageReport) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 from dropscan.extract import contents_by_digest
 from dropscan.licenses import TagDetector, detector, scancode_available, spdx_tags
 from dropscan.manifest import verdict
-from dropscan.triage import component_license, triage_file
+from dropscan.triage import component_license, triage_file, triage_manifest
 
 from builders import make_tar, tar_bytes
 
@@ -220,3 +220,31 @@ def test_a_triage_that_broke_is_recorded_and_never_reads_as_clean() -> None:
 def test_an_unreadable_member_keeps_a_drop_from_being_clean() -> None:
     summary = {"review": 0, "unreadable": 1, "flags": {"action-required": 0, "review": 0}}
     assert verdict("complete", summary) == "review"
+
+
+def test_forked_workers_find_what_one_process_finds_in_the_same_order() -> None:
+    texts = {
+        0: b"// SPDX-License-Identifier: GPL-2.0-only\nint a;\n",
+        1: b"/* SPDX-License-Identifier: Apache-2.0 */\nint b;\n",
+        2: b"/* For non-commercial use only. */\nint c;\n",
+        3: b"/* Copyright Acme. All rights reserved. */\nint d;\n",
+        4: b"int e;\n",
+    }
+    content: dict[str, bytes] = {}
+    files = [
+        {"path": "foo/COPYING", "class": "identical", "sha256": "c" * 64, "kind": "text", "component": "foo"}
+    ]
+    content["c" * 64] = b"SPDX-License-Identifier: GPL-2.0-only\n"
+    for i in range(260):
+        data = texts[i % 5] + f"/* {i} */\n".encode()
+        digest = hashlib.sha256(data).hexdigest()
+        content[digest] = data
+        files.append(entry(f"foo/src/f{i:03d}.c") | {"sha256": digest, "component": "foo"})
+    manifest = {"files": files, "components": [{"prefix": "foo"}], "source": {"metadata": {}}}
+
+    one = triage_manifest(manifest, content, detector=TagDetector(), workers=1)
+    three = triage_manifest(manifest, content, detector=TagDetector(), workers=3)
+    assert (one.workers, three.workers) == (1, 3)
+    assert three.licenses == one.licenses and len(one.licenses) == 104
+    assert [f.to_json() for f in three.flags] == [f.to_json() for f in one.flags]
+    assert {f.kind for f in one.flags} >= {"non-commercial", "no-license-grant"}

@@ -99,7 +99,13 @@ class EmbeddedStack:
 
 #: one process runs the functions one after another, so a redelivery can never overlap its first run;
 #: short timeouts let a crashed invocation's messages come back in seconds rather than minutes
-LOCAL_PARAMETERS = {"QueueVisibilityTimeout": "30", "StageVisibilityTimeout": "10", "FunctionTimeout": "30"}
+#: and triage uses every core of the machine
+LOCAL_PARAMETERS = {
+    "QueueVisibilityTimeout": "30",
+    "StageVisibilityTimeout": "10",
+    "FunctionTimeout": "30",
+    "TriageWorkers": "0",
+}
 
 #: scheduled functions (the sweeper) run this often locally, whatever their rule's rate
 SCHEDULE_EVERY_S = 30.0
