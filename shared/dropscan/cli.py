@@ -108,10 +108,11 @@ def cmd_scan(a: argparse.Namespace) -> int:
                 from dropscan.local.embedded import write_eml
 
                 write_eml(notes[0], Path(a.eml_dir), scan_id)
-    if a.manifest_out:
-        out = Path(a.manifest_out)
-        out.write_text(json.dumps(manifest, indent=1))
-        _write_reports(manifest, out.parent)
+        if a.manifest_out:
+            out = Path(a.manifest_out)
+            out.write_text(json.dumps(manifest, indent=1))
+            # the reports triage wrote (rendering an 80,000-file SPDX document again takes a minute)
+            client.download_reports(manifest, out.parent)
     if not a.quiet:
         from dropscan.summary import body, subject
 
@@ -274,14 +275,6 @@ def _add_target(p: argparse.ArgumentParser) -> None:
         "--data-dir", default=str(default_data_dir()), help="where the embedded stack keeps its data"
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary")
-
-
-def _write_reports(manifest: dict[str, Any], folder: Path) -> None:
-    """The reports beside a local copy of the manifest, rendered from it as the triage stage does."""
-    from dropscan.reports import render
-
-    for fmt, key in (manifest.get("reports") or {}).items():
-        (folder / key.rsplit("/", 1)[-1]).write_text(render(manifest, fmt), encoding="utf-8")
 
 
 def build_parser() -> argparse.ArgumentParser:

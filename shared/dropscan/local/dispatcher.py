@@ -104,15 +104,25 @@ class Dispatcher:
         self._saved_streams: list[tuple[logging.StreamHandler[Any], IO[str]]] = []
         if log_stream is not None:
             # Powertools loggers write to the stdout they saw at import; the CLI keeps stdout for results
-            for h in logging.getLogger(os.environ.get("POWERTOOLS_SERVICE_NAME", "dropscan")).handlers:
-                if isinstance(h, logging.StreamHandler):
-                    self._saved_streams.append((h, h.setStream(log_stream) or sys.stdout))
+            for h in self._stream_handlers():
+                if getattr(h.stream, "closed", False):
+                    h.stream = sys.stdout  # left on an earlier run's log file: setStream would flush it
+                self._saved_streams.append((h, h.setStream(log_stream) or sys.stdout))
+
+    @staticmethod
+    def _stream_handlers() -> list[logging.StreamHandler[Any]]:
+        logger = logging.getLogger(os.environ.get("POWERTOOLS_SERVICE_NAME", "dropscan"))
+        return [h for h in logger.handlers if isinstance(h, logging.StreamHandler)]
 
     def close(self) -> None:
         """Give the loggers their streams back (the log file is about to close)."""
         for handler, stream in self._saved_streams:
             handler.setStream(stream)
         self._saved_streams.clear()
+        # a logger first made during an invocation took the redirected stdout, the log file, too
+        for h in self._stream_handlers():
+            if self.log_stream is not None and h.stream is self.log_stream:
+                h.setStream(sys.stdout)
 
     def poll_once(self) -> int:
         """One receive on every mapped queue, in flow order; returns how many messages were delivered.
