@@ -482,13 +482,13 @@ def triage_manifest(
             continue
         report.bytes += len(data)
         jobs.append((f, report.component_licenses.get(f.get("component", ""), {}).get("license")))
-    for f, result in zip(
-        (f for f, _ in jobs), _triage_all(jobs, content, detector, declared, workers), strict=True
+    report.workers = max(1, min(workers, len(jobs) // MIN_FILES_PER_WORKER))
+    for (f, _), result in zip(
+        jobs, _triage_all(jobs, content, detector, declared, report.workers), strict=True
     ):
         if result.licenses:
             report.licenses[f["path"]] = [x.to_json() for x in result.licenses]
         report.flags += result.flags
-    report.workers = min(workers, max(1, len(jobs) // MIN_FILES_PER_WORKER))
     report.seconds = time.perf_counter() - started
     return report
 
@@ -522,8 +522,7 @@ def _worker(conn: Connection, *args: Any) -> None:
 def _triage_all(
     jobs: list[_Job], content: Mapping[str, bytes], detector: Detector, declared: str | None, workers: int
 ) -> list[FileTriage]:
-    """triage_file of every job, in order; on ``workers`` processes when there are enough files."""
-    workers = min(workers, len(jobs) // MIN_FILES_PER_WORKER)
+    """triage_file of every job, in order, on ``workers`` processes."""
     if workers <= 1:
         return _triage_some(jobs, content, detector, declared)
     # interleaved shares, so that each worker gets big and small files alike

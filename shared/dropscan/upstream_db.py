@@ -92,17 +92,11 @@ class FileDigests:
     ws: str
 
 
-def _range(versions: list[str]) -> VersionRange:
-    return VersionRange(versions[0], versions[-1])
-
-
 def digest_from_raw(raw: dict[str, Any]) -> tuple[str, DigestInfo, bool]:
     """(digest, info, whether the item is in the current layout) of a raw digest item."""
     value = raw.get("v")
     if value is not None:  # the hot path of every lookup: no model object per item
-        v = json.loads(value["S"])
-        info = DigestInfo(frozenset(v["f"]), {p: _range(r) for p, r in v["p"].items()})
-        return raw["pk"]["S"], info, True
+        return raw["pk"]["S"], info_from_json(json.loads(value["S"])), True
     item = DigestItem.from_raw_data(raw)
     pkgs = item.pkgs.as_dict() if item.pkgs is not None else {}
     return (
@@ -126,7 +120,8 @@ def digest_item(digest: str, value: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def info_from_json(v: Mapping[str, Any]) -> DigestInfo:
-    return DigestInfo(frozenset(v["f"]), {p: _range(r) for p, r in v["p"].items()})
+    """The inverse of info_to_json (a range of one version is a list of one)."""
+    return DigestInfo(frozenset(v["f"]), {p: VersionRange(r[0], r[-1]) for p, r in v["p"].items()})
 
 
 def _package_from_raw(raw: dict[str, Any]) -> PackageInfo:
