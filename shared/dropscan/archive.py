@@ -16,7 +16,7 @@ import libarchive.ffi as ffi
 from libarchive.exception import ArchiveError
 
 from dropscan.digest import Digest, Digester, digest_bytes
-from dropscan.inflate import CODECS, InflateError, Inflater
+from dropscan.inflate import CODECS, ForkedInflater, InflateError, Inflater, PlainStream
 from dropscan.models import FileRecord, Kind
 from dropscan.paths import Names
 
@@ -235,7 +235,7 @@ class _Reader:
         self._stream: Any = stream
         self.record = record  # receives every byte read, until the format is known
         self.seekable = seekable
-        self.inflater = stream if isinstance(stream, Inflater) else None
+        self.inflater = stream if isinstance(stream, PlainStream) else None
         self.high = 0
         self._position = 0
         self._in: ctypes.Array[ctypes.c_char] | None = ctypes.create_string_buffer(READ_BLOCK)
@@ -538,17 +538,19 @@ class _Walker:
             raise ArchiveReadError(error.reason) from None
         inflater = None
         try:
-            codec = reader.single_filter() if entry is not None and _inflate_thread() else None
+            mode = _inflate_mode()
+            codec = reader.single_filter() if entry is not None and mode != "off" else None
             if codec in CODECS:
-                # a compressed archive: decompress it on a thread of its own and let libarchive read
-                # the plain archive, from the start again (what was read so far is in head)
+                # a compressed archive: decompress it beside the walk and let libarchive read the
+                # plain archive, from the start again (what was read so far is in head)
                 reader.close()
                 if head is None:
                     cast(IO[bytes], stream).seek(start)
-                    inflater = Inflater(stream, codec)
+                    source: Readable = stream
                 else:
                     head.seek(0)
-                    inflater = Inflater(_Replay(head, stream), codec)
+                    source = _Replay(head, stream)
+                inflater = (ForkedInflater if mode == "process" else Inflater)(source, codec)
                 reader, entry = _open(inflater, seekable=False)
             with reader:
                 reader.record = None
@@ -894,17 +896,21 @@ class _Replay:
         return data
 
 
-def _inflate_thread() -> bool:
-    """Whether a top-level gzip, bzip2 or xz stream is decompressed on a thread of its own.
+def _inflate_mode() -> str:
+    """How a top-level gzip, bzip2 or xz stream is decompressed: "process", "thread" or "off".
 
-    It pays only with a second core free: with one (a Lambda function under 1,769 MB, or a busy
-    machine) the hand-over costs about 10 % more CPU. DROPSCAN_INFLATE_THREAD=0 or 1 decides; by
-    default, two or more usable cores.
+    Beside the walk it pays only with a second core free: with one (a Lambda function under
+    1,769 MB, or a busy machine) the hand-over costs about 10 % more CPU. A forked process has a GIL
+    of its own; a thread waits for the walk's GIL between steps (kernel .tar.xz: 1.0x against 1.3x
+    the time of ``xz -dc``, docs/design.md). DROPSCAN_INFLATE decides; by default "process" with two
+    or more usable cores (and fork), else "off" (libarchive decompresses in line).
     """
-    setting = os.environ.get("DROPSCAN_INFLATE_THREAD")
-    if setting is not None:
-        return setting == "1"
-    return len(os.sched_getaffinity(0)) >= 2
+    setting = os.environ.get("DROPSCAN_INFLATE")
+    if setting in ("process", "thread", "off"):
+        return setting if setting != "process" or hasattr(os, "fork") else "thread"
+    if len(os.sched_getaffinity(0)) < 2:
+        return "off"
+    return "process" if hasattr(os, "fork") else "thread"
 
 
 def _zip_at(stream: IO[bytes], start: int) -> bool:

@@ -15,9 +15,9 @@ import tarfile
 import tempfile
 import unicodedata
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import libarchive
 import pytest
@@ -459,7 +459,7 @@ def compressed(kind: str, data: bytes, tmp_path: Path) -> bytes:
 
 
 COMPRESSORS = ["gz", "bz2", "xz", "zstd"]
-REASONS = {  # libarchive's words, and the decompression thread's (dropscan.inflate)
+REASONS = {  # libarchive's words, and those of dropscan.inflate (thread or process)
     "gz": ("truncated gzip input",),
     "bz2": ("truncated bzip2 input",),
     "xz": ("Lzma library error:  No progress is possible", "truncated xz input"),
@@ -467,12 +467,12 @@ REASONS = {  # libarchive's words, and the decompression thread's (dropscan.infl
 }
 
 
-@pytest.mark.parametrize("thread", ["0", "1"], ids=["in-libarchive", "inflate-thread"])
+@pytest.mark.parametrize("mode", ["off", "thread", "process"], ids=["in-libarchive", "thread", "process"])
 @pytest.mark.parametrize("kind", COMPRESSORS)
 def test_a_truncated_compressed_tar_fails_with_the_reason_after_what_was_read(
-    kind: str, thread: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kind: str, mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DROPSCAN_INFLATE_THREAD", thread)
+    monkeypatch.setenv("DROPSCAN_INFLATE", mode)
     data = compressed(kind, corpus_tar(), tmp_path)
     seen: list[str] = []
     with pytest.raises(ArchiveReadError) as caught:
@@ -482,12 +482,12 @@ def test_a_truncated_compressed_tar_fails_with_the_reason_after_what_was_read(
     assert seen and all(p.startswith("f") for p in seen)
 
 
-@pytest.mark.parametrize("thread", ["0", "1"], ids=["in-libarchive", "inflate-thread"])
+@pytest.mark.parametrize("mode", ["off", "thread", "process"], ids=["in-libarchive", "thread", "process"])
 @pytest.mark.parametrize("kind", ["gz", "bz2", "xz"])
 def test_both_decompression_paths_give_the_same_records(
-    kind: str, thread: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kind: str, mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DROPSCAN_INFLATE_THREAD", thread)
+    monkeypatch.setenv("DROPSCAN_INFLATE", mode)
     plain = corpus_tar()
     expected = [(r.path, r.sha256) for r in walk(io.BytesIO(plain), "d.tar")]
     two_streams = compressed(kind, plain, tmp_path) + compressed(kind, tar_of(("tail", b"t")), tmp_path)
@@ -495,6 +495,57 @@ def test_both_decompression_paths_give_the_same_records(
     assert got == expected
     # concatenated streams (pigz, pbzip2, pixz) are one archive: tar stops at the first end blocks
     assert [r.path for r in walk(Counting(two_streams), "d")] == [p for p, _ in expected]
+
+
+class FailingAfter(Counting):
+    """A source whose connection breaks after ``limit`` bytes, as an S3 body's can."""
+
+    def __init__(self, data: bytes, limit: int) -> None:
+        super().__init__(data)
+        self.limit = limit
+
+    def read(self, size: int = -1) -> bytes:
+        if self.read_bytes >= self.limit:
+            raise ConnectionResetError("connection reset by peer")
+        return super().read(size)
+
+
+def _children() -> list[int]:
+    """Live child processes of this one (a forked decompressor left behind would be one)."""
+    me, found = os.getpid(), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == me and fields[0] != "Z":
+                found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_a_source_that_fails_midway_raises_its_own_error(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DROPSCAN_INFLATE", mode)
+    data = compressed("xz", tar_of(("noise", os.urandom(4 << 20)), ("after", b"x")), tmp_path)
+    with pytest.raises(ConnectionResetError):
+        list(walk(FailingAfter(data, len(data) // 2), "d.tar.xz"))
+    assert _children() == []
+
+
+@pytest.mark.parametrize("kind", ["gz", "xz"])
+def test_an_abandoned_walk_leaves_no_decompressor_behind(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DROPSCAN_INFLATE", "process")
+    before = _children()
+    tar = tar_of(("first", b"1"), ("noise", os.urandom(4 << 20)), ("after", b"x"))
+    records = cast(
+        Generator[FileRecord, None, None], walk(Counting(compressed(kind, tar, tmp_path)), f"d.tar.{kind}")
+    )
+    first = next(records)
+    assert _children() != before  # the decompressor runs in a child process
+    records.close()
+    assert first.path == "first" and _children() == before
 
 
 @pytest.mark.parametrize("kind", COMPRESSORS)
