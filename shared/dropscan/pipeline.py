@@ -34,7 +34,7 @@ from dropscan.releases import (
     release_report_key,
     save_release,
 )
-from dropscan.scans import Upload, now
+from dropscan.scans import ROOT, Upload, chunk_tag, is_complete, now, part_closed, split_tag
 from dropscan.services import Services
 from dropscan.summary import body, message_attributes, subject
 from dropscan.upstream_db import DigestInfo, FileDigests, info_from_json, info_to_json
@@ -68,8 +68,10 @@ def scan_id_for(bucket: str, key: str, etag: str | None) -> str:
     return "s-" + hashlib.sha256(f"{bucket}\0{key}\0{etag}".encode()).hexdigest()[:24]
 
 
-def work_key(scan_id: str, kind: str, seq: int) -> str:
-    return f"work/{scan_id}/{kind}/{seq:06d}.json.gz"
+def work_key(scan_id: str, kind: str, seq: int, part: str = ROOT) -> str:
+    """The S3 key of a chunk, a chunk's result, or the classified files (the root part's keys as before)."""
+    where = f"{seq:06d}" if part == ROOT else f"{part}/{seq:06d}"
+    return f"work/{scan_id}/{kind}/{where}.json.gz"
 
 
 # ------------------------------------------------------------------ streaming helpers
@@ -135,6 +137,7 @@ class ChunkSender:
     scan_id: str
     size: int
     keys: int = 1000
+    part: str = ROOT  # chunk seqs count from 0 in each part; (part, seq) is unique in the scan
     chunks: int = 0
     files: int = 0
     _pending: list[FileRecord] = field(default_factory=list)
@@ -169,13 +172,16 @@ class ChunkSender:
         keys, self._keys = self._keys[:n_keys], self._keys[n_keys:]
         records = [_compact(r) for r in self._pending]
         self._pending = []
-        msg: dict[str, Any] = {"scan_id": self.scan_id, "seq": seq, "keys": keys, "records": records}
+        where: dict[str, Any] = {"scan_id": self.scan_id, "seq": seq}
+        if self.part != ROOT:
+            where["part"] = self.part
+        msg: dict[str, Any] = {**where, "keys": keys, "records": records}
         text = json.dumps(msg, separators=(",", ":"))
         if len(text) > INLINE_CHUNK_LIMIT:
-            key = work_key(self.scan_id, "chunks", seq)
+            key = work_key(self.scan_id, "chunks", seq, self.part)
             body = _gz_json({"keys": keys, "records": records})
             self.svc.s3.put_object(Bucket=self.svc.settings.results_bucket, Key=key, Body=body)
-            text = json.dumps({"scan_id": self.scan_id, "seq": seq, "records_key": key})
+            text = json.dumps({**where, "records_key": key})
         self.svc.sqs.send_message(QueueUrl=self.svc.settings.chunk_queue_url, MessageBody=text)
         self.chunks += 1
 
@@ -253,9 +259,9 @@ def _resume(svc: Services, scan_id: str) -> bool:
     scan = svc.scans.get(scan_id)
     if scan is None or scan.finalized_at is not None:
         return False
-    if scan.chunks_total is None:
+    if not part_closed(scan, ROOT):
         return True
-    if int(scan.chunks_done or 0) >= int(scan.chunks_total):
+    if is_complete(scan):
         send_finalize(svc, scan_id)  # the earlier attempt may have died before triggering it
     return False
 
@@ -295,7 +301,7 @@ def _chunk_body(svc: Services, message: dict[str, Any]) -> tuple[list[dict[str, 
 def lookup_chunk(svc: Services, message: dict[str, Any]) -> None:
     """Ask the upstream table for one chunk's digests; hand the files and what was found to finalize."""
     started = time.perf_counter()
-    scan_id, seq = message["scan_id"], int(message["seq"])
+    scan_id, seq, part = message["scan_id"], int(message["seq"]), message.get("part", ROOT)
     records, keys = _chunk_body(svc, message)
     db = svc.upstream()
     known = db.lookup(keys)
@@ -307,9 +313,9 @@ def lookup_chunk(svc: Services, message: dict[str, Any]) -> None:
         "seconds": time.perf_counter() - started,
     }
     svc.s3.put_object(
-        Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq), Body=_gz_json(result)
+        Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq, part), Body=_gz_json(result)
     )
-    if svc.scans.chunk_done(scan_id, seq):
+    if svc.scans.chunk_done(scan_id, chunk_tag(part, seq)):
         send_finalize(svc, scan_id)
 
 
@@ -348,9 +354,10 @@ def object_exists(s3: Any, bucket: str, key: str) -> bool:
     return True
 
 
-def _chunk_results(svc: Services, scan_id: str, seqs: Iterable[int]) -> Iterator[dict[str, Any]]:
-    for seq in seqs:
-        obj = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq))
+def _chunk_results(svc: Services, scan_id: str, tags: Iterable[str]) -> Iterator[dict[str, Any]]:
+    for part, seq in sorted(split_tag(t) for t in tags):
+        key = work_key(scan_id, "results", seq, part)
+        obj = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=key)
         yield json.loads(gzip.decompress(obj["Body"].read()))
 
 
@@ -372,7 +379,7 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     stats = CallStats()
     lookup_seconds = 0.0
     # the chunks counted done: all of them, unless the sweeper gave up on the scan
-    for result in _chunk_results(svc, scan_id, sorted(int(s) for s in scan.done_chunks or ())):
+    for result in _chunk_results(svc, scan_id, scan.done_chunks or ()):
         records.extend(FileRecord.from_json(r) for r in result["records"])
         known.update((d, info_from_json(v)) for d, v in result["known"].items())
         stats.add(**result["dynamodb"])

@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger
 
 from dropscan.manifest import manifest_key
 from dropscan.pipeline import finalize_scan, object_exists, object_key, parse_drop_key, scan_id_for
-from dropscan.scans import OPEN, ScanItem, Upload
+from dropscan.scans import OPEN, ROOT, ScanItem, Upload, part_closed, unfinished_parts
 from dropscan.services import Services
 
 logger = Logger(service="dropscan", child=True)
@@ -59,9 +59,14 @@ def sweep(svc: Services, at: datetime) -> SweepResult:
 def _timeout_reason(scan: ScanItem, at: datetime) -> str:
     minutes = (at - datetime.fromisoformat(scan.created_at)).total_seconds() / 60
     done = int(scan.chunks_done or 0)
-    if scan.chunks_total is None:
+    if not part_closed(scan, ROOT):
         return f"timed out: {done} of ? chunks done after {minutes:.0f} min (the unpack did not finish)"
-    return f"timed out: {done} of {int(scan.chunks_total)} chunks done after {minutes:.0f} min"
+    unfinished = unfinished_parts(scan)
+    if unfinished:
+        of = len(scan.parts_open or ())
+        why = f"{len(unfinished)} of {of} unpack parts did not finish: {', '.join(sorted(unfinished)[:5])}"
+        return f"timed out: {done} of ? chunks done after {minutes:.0f} min ({why})"
+    return f"timed out: {done} of {int(scan.chunks_total or 0)} chunks done after {minutes:.0f} min"
 
 
 def _dead_letter_reason(scan: ScanItem, at: datetime) -> str:
@@ -119,7 +124,7 @@ def _dead_lettered_uploads(svc: Services) -> Iterator[str]:
                 svc.scans.begin(scan_id, upload)  # None (exists already) is the usual case
                 scan = svc.scans.get(scan_id)
                 # a duplicate event may be dead-lettered while the first one's unpack went through
-                if scan is not None and scan.chunks_total is None:
+                if scan is not None and not part_closed(scan, ROOT):
                     yield scan_id
 
 
