@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -18,7 +19,7 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger
 
 from dropscan import licenses, reports, triage
-from dropscan.archive import ArchiveReadError, LimitExceeded, walk
+from dropscan.archive import ArchiveReadError, LimitExceeded, Nested, Progress, walk, walk_nested
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
@@ -34,7 +35,17 @@ from dropscan.releases import (
     release_report_key,
     save_release,
 )
-from dropscan.scans import ROOT, Upload, chunk_tag, is_complete, now, part_closed, split_tag
+from dropscan.scans import (
+    ROOT,
+    ScanItem,
+    Upload,
+    child_part,
+    chunk_tag,
+    is_complete,
+    now,
+    part_closed,
+    split_tag,
+)
 from dropscan.services import Services
 from dropscan.summary import body, message_attributes, subject
 from dropscan.upstream_db import DigestInfo, FileDigests, info_from_json, info_to_json
@@ -72,6 +83,11 @@ def work_key(scan_id: str, kind: str, seq: int, part: str = ROOT) -> str:
     """The S3 key of a chunk, a chunk's result, or the classified files (the root part's keys as before)."""
     where = f"{seq:06d}" if part == ROOT else f"{part}/{seq:06d}"
     return f"work/{scan_id}/{kind}/{where}.json.gz"
+
+
+def part_key(scan_id: str, part: str) -> str:
+    """Where a fanned-out nested archive waits for the invocation that unpacks it."""
+    return f"work/{scan_id}/parts/{part}.bin"
 
 
 # ------------------------------------------------------------------ streaming helpers
@@ -186,6 +202,61 @@ class ChunkSender:
         self.chunks += 1
 
 
+@dataclass
+class PartSender:
+    """Hands nested archives of a part to invocations of their own (the walker's ``FanOut``).
+
+    The archive goes to ``work/<scan>/parts/<part>.bin`` (from the walker's spool: bounded memory, a
+    multipart upload when large), and a part message to the unpack queue, after the part is opened in
+    the scan item. With ``defer``, the messages wait for :meth:`release`: a nested part hands its own
+    nested archives on only once it is known to unpack at all (all or nothing, never half a tree).
+    """
+
+    svc: Services
+    scan_id: str
+    part: str
+    threshold: int
+    defer: bool = False
+    handed: int = 0
+    _pending: list[dict[str, Any]] = field(default_factory=list)
+
+    def hand_over(self, spool: Any, nested: Nested) -> None:
+        child = child_part(self.part, nested.member)
+        key = part_key(self.scan_id, child)
+        self.svc.s3.upload_fileobj(spool, self.svc.settings.results_bucket, key)
+        message = {
+            "scan_id": self.scan_id,
+            "part": child,
+            "key": key,
+            "record": nested.record.to_json(),
+            "fmt": nested.fmt,
+            "depth": nested.depth,
+            "spent": [nested.spent.members, nested.spent.total],
+        }
+        self.handed += 1
+        if self.defer:
+            self._pending.append(message)
+        else:
+            self._send(message)
+
+    def release(self) -> None:
+        for message in self._pending:
+            self._send(message)
+        self._pending = []
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self.svc.scans.open_part(self.scan_id, message["part"])  # before the message: the scan waits for it
+        self.svc.sqs.send_message(
+            QueueUrl=self.svc.settings.unpack_queue_url, MessageBody=json.dumps({"part": message})
+        )
+
+
+def _part_sender(svc: Services, scan_id: str, part: str, *, defer: bool) -> PartSender | None:
+    if not svc.settings.unpack_queue_url:
+        return None  # no queue to send parts to (a stack without fan-out): everything in-process
+    return PartSender(svc, scan_id, part, svc.settings.fan_out_mib << 20, defer=defer)
+
+
 def send_finalize(svc: Services, scan_id: str) -> None:
     svc.sqs.send_message(
         QueueUrl=svc.settings.finalize_queue_url, MessageBody=json.dumps({"scan_id": scan_id})
@@ -235,11 +306,14 @@ def _hash_into_chunks(svc: Services, scan_id: str, bucket: str, key: str, name: 
     started = time.perf_counter()
     reader = HashingReader(svc.s3.get_object(Bucket=bucket, Key=key)["Body"])
     sender = ChunkSender(svc, scan_id, svc.settings.chunk_size, svc.settings.chunk_keys)
+    parts = _part_sender(svc, scan_id, ROOT, defer=False)
+    progress = Progress()
     reason: str | None = None
     status = "scanning"
     is_known = lru_cache(maxsize=None)(svc.upstream().is_known)
+    limits = svc.settings.walk_limits()
     try:
-        for rec in walk(reader, name, is_known=is_known, limits=svc.settings.walk_limits()):
+        for rec in walk(reader, name, is_known=is_known, limits=limits, fan_out=parts, progress=progress):
             sender.add(rec)
     except LimitExceeded as e:  # a bomb, or more than the template allows: not something to scan
         reason, status = f"{e.reason} (after {sender.files} files)", "rejected"
@@ -247,11 +321,88 @@ def _hash_into_chunks(svc: Services, scan_id: str, bucket: str, key: str, name: 
         reason, status = f"archive is corrupt or truncated after {sender.files} files: {e}", "failed"
     sender.flush()
     reader.drain()
-    if sender.files == 0 and status == "scanning":
+    handed = parts.handed if parts else 0
+    if sender.files == 0 and not handed and status == "scanning":
         reason, status = "archive holds no files", "rejected"
     seconds = time.perf_counter() - started
-    _close_unpack(svc, scan_id, sender.chunks, reader.size, reader.hexdigest(), reason, status, seconds)
-    logger.info("unpacked", extra={"files": sender.files, "chunks": sender.chunks, "bytes": reader.size})
+    done = svc.scans.close_part(
+        scan_id,
+        ROOT,
+        sender.chunks,
+        unpacked=progress.total,
+        members=progress.members,
+        seconds=seconds,
+        size=reader.size,
+        sha256=reader.hexdigest(),
+        reason=reason,
+        status=status,
+    )
+    if done:
+        send_finalize(svc, scan_id)
+    extra = {"files": sender.files, "chunks": sender.chunks, "bytes": reader.size, "parts": handed}
+    logger.info("unpacked", extra=extra)
+
+
+def unpack_part(svc: Services, message: dict[str, Any]) -> str | None:
+    """Unpack a nested archive fanned out of another part into chunks; None if the part was done before."""
+    scan_id, part = message["scan_id"], message["part"]
+    scan = svc.scans.get(scan_id)
+    if scan is None or scan.finalized_at is not None:
+        return None
+    if part_closed(scan, part):  # a redelivered part message
+        if is_complete(scan):
+            send_finalize(svc, scan_id)  # the earlier run may have died before triggering it
+        return None
+    logger.append_keys(scan_id=scan_id, part=part)
+    started = time.perf_counter()
+    spent = Progress(*message["spent"])
+    nested = Nested(FileRecord.from_json(message["record"]), message["fmt"], int(message["depth"]), 0, spent)
+    sender = ChunkSender(svc, scan_id, svc.settings.chunk_size, svc.settings.chunk_keys, part=part)
+    parts = _part_sender(svc, scan_id, part, defer=True)
+    progress = dataclasses.replace(spent)
+    reason: str | None = None
+    status: str | None = None
+    whole = 0  # records that are the nested archive itself, left one file
+    is_known = lru_cache(maxsize=None)(svc.upstream().is_known)
+    scratch = svc.settings.scratch_dir
+    with tempfile.TemporaryFile(dir=scratch) as spool:
+        svc.s3.download_fileobj(svc.settings.results_bucket, message["key"], spool)
+        walked = walk_nested(
+            spool,
+            nested,
+            is_known=is_known,
+            spool_dir=scratch,
+            limits=svc.settings.walk_limits(),
+            fan_out=parts,
+            progress=progress,
+        )
+        try:
+            for rec in walked:
+                whole += rec.path == nested.record.path
+                sender.add(rec)
+        except LimitExceeded as e:  # a bound of the whole upload: the scan is rejected, as in-process
+            reason, status = (
+                f"{e.reason} (in {nested.record.path}, after {sender.files} of its files)",
+                "rejected",
+            )
+    sender.flush()
+    if parts is not None and status is None and not (whole and sender.files == 1):
+        parts.release()  # it unpacked: its own nested archives are parts of the scan too
+    seconds = time.perf_counter() - started
+    done = svc.scans.close_part(
+        scan_id,
+        part,
+        sender.chunks,
+        unpacked=progress.total - spent.total,
+        members=progress.members - spent.members,
+        seconds=seconds,
+        reason=reason,
+        status=status,
+    )
+    if done:
+        send_finalize(svc, scan_id)
+    logger.info("unpacked part", extra={"files": sender.files, "chunks": sender.chunks})
+    return part
 
 
 def _resume(svc: Services, scan_id: str) -> bool:
@@ -399,7 +550,7 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     metadata = dict(scan.metadata.as_dict()) if scan.metadata else {}
     mismatches = declared_mismatches(parse_declared(metadata.get("components")), components)
     stats.add(**{k: v for k, v in db.stats.as_dict().items()})
-    status = scan.status if scan.status in ("rejected", "failed") else "complete"
+    status, reason = _outcome(svc, scan)
     manifest = build_manifest(
         scan_id=scan_id,
         supplier=scan.supplier,
@@ -413,7 +564,7 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
             "metadata": metadata,
         },
         status=status,
-        reason=scan.reason,
+        reason=reason,
         files=files,
         components=components,
         mismatches=mismatches,
@@ -436,6 +587,22 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
         QueueUrl=svc.settings.triage_queue_url, MessageBody=json.dumps({"scan_id": scan_id, "key": work})
     )
     return work
+
+
+def _outcome(svc: Services, scan: ScanItem) -> tuple[str, str | None]:
+    """The scan's status and reason: its root part's, a limit tripped in another part, or the whole
+    upload's limits against what every part unpacked together (each part checked only its lineage)."""
+    if scan.status in ("rejected", "failed"):
+        return scan.status, scan.reason
+    if scan.part_reason:
+        return "rejected", scan.part_reason
+    s = svc.settings
+    parts = len(scan.parts_closed or ())
+    if int(scan.unpacked_bytes or 0) > s.max_unpacked_gib << 30:
+        return "rejected", f"more than {s.max_unpacked_gib:,} GiB unpacked ({parts} parts together)"
+    if int(scan.members or 0) > s.max_files:
+        return "rejected", f"more than {s.max_files:,} archive members ({parts} parts together)"
+    return "complete", scan.reason
 
 
 # ------------------------------------------------------------------ stage 4: triage

@@ -70,6 +70,13 @@ def _timeout_reason(scan: ScanItem, at: datetime) -> str:
 
 
 def _dead_letter_reason(scan: ScanItem, at: datetime) -> str:
+    unfinished = sorted(unfinished_parts(scan))
+    if part_closed(scan, ROOT) and unfinished:
+        which = ", ".join(unfinished[:5])
+        return (
+            f"nested archive part {which} could not be unpacked: every delivery of its message failed "
+            "(dead-letter queue)"
+        )
     return "the upload could not be unpacked: every delivery of its event failed (dead-letter queue)"
 
 
@@ -119,6 +126,12 @@ def _dead_lettered_uploads(svc: Services) -> Iterator[str]:
             return
         for m in fresh:
             seen.add(m["MessageId"])
+            part = _part_of(m["Body"])
+            if part is not None:  # a nested archive fanned out of an upload, never unpacked
+                scan = svc.scans.get(part[0])
+                if scan is not None and not part_closed(scan, part[1]):
+                    yield part[0]
+                continue
             for upload in _uploads_of(m["Body"]):
                 scan_id = scan_id_for(upload.bucket, upload.key, upload.etag)
                 svc.scans.begin(scan_id, upload)  # None (exists already) is the usual case
@@ -126,6 +139,15 @@ def _dead_lettered_uploads(svc: Services) -> Iterator[str]:
                 # a duplicate event may be dead-lettered while the first one's unpack went through
                 if scan is not None and not part_closed(scan, ROOT):
                     yield scan_id
+
+
+def _part_of(body: str) -> tuple[str, str] | None:
+    """(scan id, part) of a part message, None for anything else."""
+    try:
+        part = json.loads(body).get("part")
+    except (ValueError, AttributeError):
+        return None
+    return (part["scan_id"], part["part"]) if isinstance(part, dict) else None
 
 
 def _uploads_of(body: str) -> Iterator[Upload]:
