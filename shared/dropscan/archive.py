@@ -28,6 +28,7 @@ __all__ = [
     "Nested",
     "Progress",
     "Readable",
+    "Split",
     "walk",
     "walk_nested",
 ]
@@ -143,6 +144,9 @@ _entry_hardlink_utf8 = _function("entry_hardlink_utf8", ctypes.c_char_p, _c_p)
 _entry_is_data_encrypted = _function("entry_is_data_encrypted", _c_int, _c_p)
 _entry_rdevmajor = _function("entry_rdevmajor", ctypes.c_uint64, _c_p)
 _entry_rdevminor = _function("entry_rdevminor", ctypes.c_uint64, _c_p)
+_read_header_position = _function("read_header_position", ctypes.c_int64, _c_p)
+_format = _function("format", _c_int, _c_p)
+_FORMAT_TAR = 0x30000  # ARCHIVE_FORMAT_TAR, under ARCHIVE_FORMAT_BASE_MASK 0xff0000
 
 
 class ArchiveReadError(Exception):
@@ -180,6 +184,21 @@ class Nested:
     depth: int  # the nesting depth of its members
     member: int  # its number among the entries of this walk (deterministic: it names the part)
     spent: Progress  # what this walk had used of the limits when it handed the archive over
+
+
+@dataclasses.dataclass
+class Split:
+    """Stopping the walk of a top-level tar at a member boundary, for another invocation to go on from.
+
+    ``stop`` is asked after each member of the top level (never before the first); once it says so,
+    the walk ends there and ``offset`` is where the next member's headers start in the uncompressed
+    tar, ``codec`` the compressor before it (None: a plain tar). Other formats never stop: a zip could
+    be split by ranges of its central directory, a 7z or a compressor outside ``inflate.CODECS`` not.
+    """
+
+    stop: Callable[[Progress], bool]
+    offset: int | None = None
+    codec: str | None = None
 
 
 class FanOut(Protocol):
@@ -224,6 +243,7 @@ def walk(
     limits: Limits | None = None,
     fan_out: FanOut | None = None,
     progress: Progress | None = None,
+    split: Split | None = None,
 ) -> Iterator[FileRecord]:
     """Yield one record per member of ``source`` but folders, unpacking nested archives on the way.
 
@@ -237,12 +257,13 @@ def walk(
     LimitExceeded when the upload goes beyond ``limits`` (``max_depth`` overrides ``limits.depth``).
     With ``fan_out``, a nested archive member of the top level at least ``fan_out.threshold`` bytes big is
     handed over instead of unpacked, and yields nothing here. ``progress`` (counted on from where it
-    stands) receives what the walk used of the limits.
+    stands) receives what the walk used of the limits. ``split`` may end the walk of a tar early.
     """
     limits = limits or Limits()
     if max_depth is not None:
         limits = dataclasses.replace(limits, depth=max_depth)
     walker = _Walker(is_known, emit_containers, limits, spool_dir, fan_out, progress)
+    walker.split = split
     try:
         if isinstance(source, str | os.PathLike):
             with open(source, "rb") as stream:
@@ -589,6 +610,7 @@ class _Walker:
         self.fan_out = fan_out
         self.fan_depth = 0  # the level whose nested archives are handed to fan_out
         self.handed_over = 0  # nested archives handed over so far
+        self.split: Split | None = None
 
     def report(self) -> None:
         if self.progress is not None:
@@ -644,6 +666,7 @@ class _Walker:
             raise ArchiveReadError(error.reason) from None
         inflater = None
         try:
+            split = self._splittable(reader) if entry is not None else None
             codec = reader.single_filter() if entry is not None and _inflate_thread() else None
             if codec in CODECS:
                 # a compressed archive: decompress it on a thread of its own and let libarchive read
@@ -662,6 +685,9 @@ class _Walker:
                 while entry is not None:
                     yield from self._member(level, entry)
                     entry = reader.next_entry()
+                    if entry is not None and split is not None and split.stop(self._progress()):
+                        split.offset = int(_read_header_position(reader._p))
+                        break
         except _Broken as error:
             raise ArchiveReadError(error.reason) from None
         except InflateError as error:
@@ -670,6 +696,21 @@ class _Walker:
             if inflater is not None:
                 inflater.close()
         return True
+
+    def _splittable(self, reader: _Reader) -> Split | None:
+        """The split to honour, if the top level is a tar, plain or behind one compressor of CODECS."""
+        split = self.split
+        if split is None or _format(reader._p) & 0xFF0000 != _FORMAT_TAR:
+            return None
+        filters = ffi.filter_count(reader._p)
+        codec = reader.single_filter() if filters == 2 else None
+        if filters > 2 or (filters == 2 and codec not in CODECS):
+            return None
+        split.codec = codec
+        return split
+
+    def _progress(self) -> Progress:
+        return Progress(self.members, self.total)
 
     def _whole(self, stream: Readable, name: str, start: int, head: IO[bytes] | None) -> FileRecord:
         digester = Digester(name)

@@ -19,12 +19,13 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger
 
 from dropscan import licenses, reports, triage
-from dropscan.archive import ArchiveReadError, LimitExceeded, Nested, Progress, walk, walk_nested
+from dropscan.archive import ArchiveReadError, LimitExceeded, Nested, Progress, Split, walk, walk_nested
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
 from dropscan.extract import Extracted, contents_by_digest
 from dropscan.idempotency import once
+from dropscan.inflate import Inflater
 from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key
 from dropscan.models import FileRecord, Trust
 from dropscan.releases import (
@@ -42,6 +43,7 @@ from dropscan.scans import (
     child_part,
     chunk_tag,
     is_complete,
+    next_segment,
     now,
     part_closed,
     split_tag,
@@ -297,49 +299,132 @@ def _unpack_object(
             svc, scan_id, 0, size, hashlib.sha256().hexdigest() if not size else None, why, "rejected"
         )
         return scan_id
-    _hash_into_chunks(svc, scan_id, bucket, key, parsed[1].rsplit("/", 1)[-1])
+    source = {
+        "bucket": bucket,
+        "key": key,
+        "version_id": head.get("VersionId"),
+        "name": parsed[1].rsplit("/", 1)[-1],
+    }
+    _hash_into_chunks(svc, scan_id, source)
     return scan_id
 
 
-def _hash_into_chunks(svc: Services, scan_id: str, bucket: str, key: str, name: str) -> None:
-    """Stream the upload through the archive walker into chunks; then record how many there are."""
+def _skip(stream: Any, count: int) -> None:
+    """Read and drop ``count`` bytes: where a resumed segment of a compressed tar starts."""
+    while count > 0:
+        data = stream.read(min(count, 1 << 20))
+        if not data:
+            raise ArchiveReadError("the upload ended before the offset its walk was resumed at")
+        count -= len(data)
+
+
+def _budget(svc: Services, started: float, progress: Progress) -> Split | None:
+    """When this invocation stops a top-level tar: past its time budget or its byte budget."""
+    if not svc.settings.unpack_queue_url:
+        return None  # nowhere to send the rest
+    deadline = started + svc.settings.unpack_budget_seconds
+    limit = svc.settings.unpack_budget_mib << 20
+    first = progress.total
+
+    def stop(now: Progress) -> bool:
+        return time.perf_counter() > deadline or bool(limit and now.total - first >= limit)
+
+    return Split(stop)
+
+
+def _hash_into_chunks(
+    svc: Services,
+    scan_id: str,
+    source: dict[str, Any],
+    part: str = ROOT,
+    resume: dict[str, Any] | None = None,
+) -> None:
+    """Stream the upload (or, ``resume``, the rest of it) through the walker into chunks; count them.
+
+    A resumed segment reads the upload from its start again: it decompresses and drops what earlier
+    segments walked (nothing hashed but the upload's own SHA-256), so that the segment that gets to
+    the end has read every byte of the upload and can tell its SHA-256.
+    """
     started = time.perf_counter()
-    reader = HashingReader(svc.s3.get_object(Bucket=bucket, Key=key)["Body"])
-    sender = ChunkSender(svc, scan_id, svc.settings.chunk_size, svc.settings.chunk_keys)
-    parts = _part_sender(svc, scan_id, ROOT, defer=False)
-    progress = Progress()
+    version = {"VersionId": source["version_id"]} if source.get("version_id") else {}
+    raw = HashingReader(svc.s3.get_object(Bucket=source["bucket"], Key=source["key"], **version)["Body"])
+    sender = ChunkSender(svc, scan_id, svc.settings.chunk_size, svc.settings.chunk_keys, part=part)
+    parts = _part_sender(svc, scan_id, part, defer=False)
+    progress = Progress(*resume["spent"]) if resume else Progress()
+    spent = dataclasses.replace(progress)
+    split = _budget(svc, started, progress)
     reason: str | None = None
     status = "scanning"
     is_known = lru_cache(maxsize=None)(svc.upstream().is_known)
     limits = svc.settings.walk_limits()
+    stream: Any = raw
+    if resume and resume["codec"]:
+        stream = Inflater(raw, resume["codec"])
     try:
-        for rec in walk(reader, name, is_known=is_known, limits=limits, fan_out=parts, progress=progress):
+        if resume:
+            _skip(stream, resume["offset"])
+        walked = walk(
+            stream,
+            source["name"],
+            is_known=is_known,
+            limits=limits,
+            fan_out=parts,
+            progress=progress,
+            split=split,
+        )
+        for rec in walked:
             sender.add(rec)
     except LimitExceeded as e:  # a bomb, or more than the template allows: not something to scan
         reason, status = f"{e.reason} (after {sender.files} files)", "rejected"
     except ArchiveReadError as e:
         reason, status = f"archive is corrupt or truncated after {sender.files} files: {e}", "failed"
+    finally:
+        if isinstance(stream, Inflater):
+            stream.close()
     sender.flush()
-    reader.drain()
+    stopped = split is not None and split.offset is not None
+    if split is not None and split.offset is not None:
+        # the rest of the tar: another invocation, opened before this one closes
+        base, codec = (resume["offset"], resume["codec"]) if resume else (0, split.codec)
+        checkpoint = {
+            "offset": base + split.offset,
+            "codec": codec,
+            "spent": [progress.members, progress.total],
+        }
+        following = next_segment(part)
+        message = {"scan_id": scan_id, "part": following, "source": source, "resume": checkpoint}
+        svc.scans.open_part(scan_id, following)
+        svc.sqs.send_message(
+            QueueUrl=svc.settings.unpack_queue_url, MessageBody=json.dumps({"part": message})
+        )
+    else:
+        raw.drain()
     handed = parts.handed if parts else 0
-    if sender.files == 0 and not handed and status == "scanning":
+    if part == ROOT and sender.files == 0 and not handed and not stopped and status == "scanning":
         reason, status = "archive holds no files", "rejected"
     seconds = time.perf_counter() - started
     done = svc.scans.close_part(
         scan_id,
-        ROOT,
+        part,
         sender.chunks,
-        unpacked=progress.total,
-        members=progress.members,
+        unpacked=progress.total - spent.total,
+        members=progress.members - spent.members,
         seconds=seconds,
-        size=reader.size,
-        sha256=reader.hexdigest(),
+        # only the segment that read the upload to its end has all of it in its digest
+        size=None if stopped else raw.size,
+        sha256=None if stopped else raw.hexdigest(),
         reason=reason,
         status=status,
     )
     if done:
         send_finalize(svc, scan_id)
-    extra = {"files": sender.files, "chunks": sender.chunks, "bytes": reader.size, "parts": handed}
+    extra = {
+        "files": sender.files,
+        "chunks": sender.chunks,
+        "bytes": raw.size,
+        "parts": handed,
+        "stopped": stopped,
+    }
     logger.info("unpacked", extra=extra)
 
 
@@ -354,6 +439,9 @@ def unpack_part(svc: Services, message: dict[str, Any]) -> str | None:
             send_finalize(svc, scan_id)  # the earlier run may have died before triggering it
         return None
     logger.append_keys(scan_id=scan_id, part=part)
+    if "resume" in message:  # the upload's walk, resumed where an earlier invocation stopped it
+        _hash_into_chunks(svc, scan_id, message["source"], part, message["resume"])
+        return part
     started = time.perf_counter()
     spent = Progress(*message["spent"])
     nested = Nested(FileRecord.from_json(message["record"]), message["fmt"], int(message["depth"]), 0, spent)

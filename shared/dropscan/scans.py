@@ -193,9 +193,10 @@ class ScanStore:
             actions.append(self.model.source_size.set(size))
         if sha256 is not None:
             actions.append(self.model.source_sha256.set(sha256))
-        if status is not None and status != "scanning" and part == ROOT:
+        upload = part.partition("+")[0] == ROOT  # the upload itself, or a resumed segment of it
+        if status is not None and status != "scanning" and upload:
             actions.append(self.model.status.set(status))
-        if reason and part == ROOT:
+        if reason and upload:
             actions.append(self.model.reason.set(reason))
         elif reason:
             actions.append(self.model.part_reason.set(reason))

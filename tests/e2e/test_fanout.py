@@ -4,12 +4,14 @@ scan complete exactly once, limits across parts, and a part that never finishes 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import FAST
 
 from dropscan.local.embedded import EmbeddedStack, embedded
@@ -170,3 +172,27 @@ def test_a_part_that_never_unpacks_is_given_up_by_the_sweeper(tmp_path: Path) ->
         )
         assert [f["path"] for f in manifest["files"]] == ["a.c"]  # what the upload's own part listed
         assert len(stack.mailbox.for_scan(scan_id)) == 1
+
+
+# ------------------------------------------------------------------ a top-level tar split into segments
+@pytest.mark.parametrize("compression", ["", "gz", "xz"])
+def test_a_tar_split_by_the_byte_budget_gives_the_unsplit_manifest(tmp_path: Path, compression: str) -> None:
+    files = {f"big/f{i:02d}.bin": os.urandom(100_000) for i in range(40)}  # 4 MB: four 1 MiB budgets
+    files["big/" + "long-directory-name/" * 8 + "deep.c"] = b"int deep;\n"  # a pax header before it
+    files["big/nested.tar.gz"] = tar_bytes({"n/a.c": b"int a;\n", "n/b.c": b"int b;\n"})
+    drop = make_tar(tmp_path / f"big.tar{'.' + compression if compression else ''}", files, compression)
+    split, split_scan = scan_with({"UnpackBudgetMiB": "1"}, drop, tmp_path)
+    whole, whole_scan = scan_with({}, drop, tmp_path)
+    assert split["files"] == whole["files"]
+    assert len(split["files"]) == 43
+    assert split["status"] == whole["status"] == "complete"
+    assert (
+        split["source"]["sha256"]
+        == whole["source"]["sha256"]
+        == hashlib.sha256(drop.read_bytes()).hexdigest()
+    )
+    assert split["source"]["size"] == drop.stat().st_size
+    segments = sorted(p for p in split_scan.parts_open or () if "+" in p)
+    assert len(segments) >= 3 and segments[:3] == ["0+1", "0+2", "0+3"]
+    assert split_scan.parts_open == split_scan.parts_closed
+    assert whole_scan.parts_open == {ROOT}
