@@ -1,4 +1,4 @@
-"""unpack: an upload to the drops bucket -> hashed files in chunks on the hash-chunk queue."""
+"""unpack: an upload to the drops bucket, or a part of one -> hashed files in chunks on the chunk queue."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from dropscan.events import s3_objects
+from dropscan.events import part_message, s3_objects
 from dropscan.idempotency import CONFIG as idempotency
-from dropscan.pipeline import unpack_upload
+from dropscan.pipeline import unpack_part, unpack_upload
 from dropscan.services import current_services
 
 logger = Logger()
@@ -21,6 +21,11 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def record_handler(record: SQSRecord) -> None:
+    part = part_message(record)
+    if part is not None:  # a nested archive fanned out of an upload
+        if unpack_part(current_services(), part):
+            metrics.add_metric(name="PartsUnpacked", unit="Count", value=1)
+        return
     for bucket, key in s3_objects(record):
         if unpack_upload(current_services(), bucket, key):
             metrics.add_metric(name="DropsUnpacked", unit="Count", value=1)

@@ -20,7 +20,18 @@ from dropscan.inflate import CODECS, ForkedInflater, InflateError, Inflater, Pla
 from dropscan.models import FileRecord, Kind
 from dropscan.paths import Names
 
-__all__ = ["ArchiveReadError", "LimitExceeded", "Limits", "Readable", "walk"]
+__all__ = [
+    "ArchiveReadError",
+    "FanOut",
+    "LimitExceeded",
+    "Limits",
+    "Nested",
+    "Progress",
+    "Readable",
+    "Split",
+    "walk",
+    "walk_nested",
+]
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 #: bytes asked of the source per read callback, and of libarchive per data read
@@ -133,6 +144,9 @@ _entry_hardlink_utf8 = _function("entry_hardlink_utf8", ctypes.c_char_p, _c_p)
 _entry_is_data_encrypted = _function("entry_is_data_encrypted", _c_int, _c_p)
 _entry_rdevmajor = _function("entry_rdevmajor", ctypes.c_uint64, _c_p)
 _entry_rdevminor = _function("entry_rdevminor", ctypes.c_uint64, _c_p)
+_read_header_position = _function("read_header_position", ctypes.c_int64, _c_p)
+_format = _function("format", _c_int, _c_p)
+_FORMAT_TAR = 0x30000  # ARCHIVE_FORMAT_TAR, under ARCHIVE_FORMAT_BASE_MASK 0xff0000
 
 
 class ArchiveReadError(Exception):
@@ -151,6 +165,49 @@ class Readable(Protocol):
     """Anything with ``read(n)``: an open file, io.BytesIO, a boto3 StreamingBody..."""
 
     def read(self, size: int = ..., /) -> bytes: ...
+
+
+@dataclasses.dataclass
+class Progress:
+    """How much of the upload's limits a walk has used: where it starts from, and where it ended."""
+
+    members: int = 0  # archive entries seen, at every level
+    total: int = 0  # member bytes read, at every level
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Nested:
+    """A nested archive handed to another invocation, to be walked by :func:`walk_nested` there."""
+
+    record: FileRecord  # the archive as one file: its path, digests (and their kind) and notes
+    fmt: str  # the archive or compressor its first bytes show
+    depth: int  # the nesting depth of its members
+    member: int  # its number among the entries of this walk (deterministic: it names the part)
+    spent: Progress  # what this walk had used of the limits when it handed the archive over
+
+
+@dataclasses.dataclass
+class Split:
+    """Stopping the walk of a top-level tar at a member boundary, for another invocation to go on from.
+
+    ``stop`` is asked after each member of the top level (never before the first); once it says so,
+    the walk ends there and ``offset`` is where the next member's headers start in the uncompressed
+    tar, ``codec`` the compressor before it (None: a plain tar). Other formats never stop: a zip could
+    be split by ranges of its central directory, a 7z or a compressor outside ``inflate.CODECS`` not.
+    """
+
+    stop: Callable[[Progress], bool]
+    offset: int | None = None
+    codec: str | None = None
+
+
+class FanOut(Protocol):
+    """Where nested archives of at least ``threshold`` bytes go instead of being unpacked in this walk."""
+
+    threshold: int
+
+    def hand_over(self, spool: IO[bytes], nested: Nested) -> None:
+        """Take the archive (``spool``, read from the start) away; called once it is whole and unknown."""
 
 
 class _Unrecognised(Exception):
@@ -184,6 +241,9 @@ def walk(
     max_depth: int | None = None,
     spool_dir: str | None = None,
     limits: Limits | None = None,
+    fan_out: FanOut | None = None,
+    progress: Progress | None = None,
+    split: Split | None = None,
 ) -> Iterator[FileRecord]:
     """Yield one record per member of ``source`` but folders, unpacking nested archives on the way.
 
@@ -195,16 +255,61 @@ def walk(
     Nothing is written to disk but spooled nested archives (and records), in ``spool_dir``.
     Raises ArchiveReadError if the top-level archive breaks midway, after yielding what was read, and
     LimitExceeded when the upload goes beyond ``limits`` (``max_depth`` overrides ``limits.depth``).
+    With ``fan_out``, a nested archive member of the top level at least ``fan_out.threshold`` bytes big is
+    handed over instead of unpacked, and yields nothing here. ``progress`` (counted on from where it
+    stands) receives what the walk used of the limits. ``split`` may end the walk of a tar early.
     """
     limits = limits or Limits()
     if max_depth is not None:
         limits = dataclasses.replace(limits, depth=max_depth)
-    walker = _Walker(is_known, emit_containers, limits, spool_dir)
-    if isinstance(source, str | os.PathLike):
-        with open(source, "rb") as stream:
-            yield from walker.top(stream, name)
-    else:
-        yield from walker.top(source, name)
+    walker = _Walker(is_known, emit_containers, limits, spool_dir, fan_out, progress)
+    walker.split = split
+    try:
+        if isinstance(source, str | os.PathLike):
+            with open(source, "rb") as stream:
+                yield from walker.top(stream, name)
+        else:
+            yield from walker.top(source, name)
+    finally:
+        walker.report()
+
+
+def walk_nested(
+    spool: IO[bytes],
+    nested: Nested,
+    *,
+    is_known: Callable[[str], bool] = lambda sha: False,
+    spool_dir: str | None = None,
+    limits: Limits | None = None,
+    fan_out: FanOut | None = None,
+    progress: Progress | None = None,
+) -> Iterator[FileRecord]:
+    """The records the walk that handed ``nested`` over would have yielded for it, had it unpacked it.
+
+    All or nothing, as there: its members, or the archive as one (unreadable) file. ``spool`` holds the
+    archive (seekable, as the spool of the walk in-process is). Members of ``nested`` that are archives
+    of at least ``fan_out.threshold`` bytes are handed over in turn; ``progress`` starts from
+    ``nested.spent`` when not given.
+    """
+    limits = limits or Limits()
+    progress = progress or dataclasses.replace(nested.spent)
+    walker = _Walker(is_known, False, limits, spool_dir, fan_out, progress)
+    rec = nested.record
+    digest = Digest(rec.size, rec.sha256, rec.kw, rec.ws, Kind(rec.kind))
+    spool.seek(0, os.SEEK_END)
+    walker.spooled = spool.tell()
+    # the archive's parent level is in the other walk: its ratio check stays there
+    parent = _Level(None, "", nested.depth - 1, rec.size, 1 << 62)
+    walker.fan_depth = nested.depth
+    notes = rec.note.split("; ") if rec.note else []
+    try:
+        records = walker._nested(parent, spool, rec.path, digest, nested.fmt, notes)
+        try:
+            yield from records
+        finally:
+            records.close()
+    finally:
+        walker.report()
 
 
 def _size(count: int) -> str:
@@ -485,16 +590,39 @@ class _Records:
 
 class _Walker:
     def __init__(
-        self, is_known: Callable[[str], bool], emit_containers: bool, limits: Limits, spool_dir: str | None
+        self,
+        is_known: Callable[[str], bool],
+        emit_containers: bool,
+        limits: Limits,
+        spool_dir: str | None,
+        fan_out: FanOut | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.is_known = is_known
         self.emit_containers = emit_containers
         self.limits = limits
         self.spool_dir = spool_dir
         self.names = Names()
-        self.members = 0  # archive entries seen, at every level
-        self.total = 0  # member bytes read, at every level
+        self.progress = progress
+        self.members = progress.members if progress else 0  # archive entries seen, at every level
+        self.total = progress.total if progress else 0  # member bytes read, at every level
         self.spooled = 0  # bytes of nested archives spooled right now
+        self.fan_out = fan_out
+        self.fan_depth = 0  # the level whose nested archives are handed to fan_out
+        self.handed_over = 0  # nested archives handed over so far
+        self.split: Split | None = None
+
+    def report(self) -> None:
+        if self.progress is not None:
+            self.progress.members, self.progress.total = self.members, self.total
+
+    def _hands_over(self, level: _Level, spool: IO[bytes]) -> bool:
+        """Whether the spooled nested archive at ``level`` goes to another invocation."""
+        return (
+            self.fan_out is not None
+            and level.depth == self.fan_depth
+            and spool.tell() >= self.fan_out.threshold
+        )
 
     # ---------------------------------------------------------------- the top level
     def top(self, stream: Readable, name: str) -> Iterator[FileRecord]:
@@ -538,6 +666,7 @@ class _Walker:
             raise ArchiveReadError(error.reason) from None
         inflater = None
         try:
+            split = self._splittable(reader) if entry is not None else None
             mode = _inflate_mode()
             codec = reader.single_filter() if entry is not None and mode != "off" else None
             if codec in CODECS:
@@ -558,6 +687,9 @@ class _Walker:
                 while entry is not None:
                     yield from self._member(level, entry)
                     entry = reader.next_entry()
+                    if entry is not None and split is not None and split.stop(self._progress()):
+                        split.offset = int(_read_header_position(reader._p))
+                        break
         except _Broken as error:
             raise ArchiveReadError(error.reason) from None
         except InflateError as error:
@@ -566,6 +698,21 @@ class _Walker:
             if inflater is not None:
                 inflater.close()
         return True
+
+    def _splittable(self, reader: _Reader) -> Split | None:
+        """The split to honour, if the top level is a tar, plain or behind one compressor of CODECS."""
+        split = self.split
+        if split is None or _format(reader._p) & 0xFF0000 != _FORMAT_TAR:
+            return None
+        filters = ffi.filter_count(reader._p)
+        codec = reader.single_filter() if filters == 2 else None
+        if filters > 2 or (filters == 2 and codec not in CODECS):
+            return None
+        split.codec = codec
+        return split
+
+    def _progress(self) -> Progress:
+        return Progress(self.members, self.total)
 
     def _whole(self, stream: Readable, name: str, start: int, head: IO[bytes] | None) -> FileRecord:
         digester = Digester(name)
@@ -753,6 +900,13 @@ class _Walker:
                 unreadable = (
                     f"nested archive beyond the {_size(self.limits.spool_bytes)} unpack space: not opened"
                 )
+            elif self.fan_out is not None and self._hands_over(level, spool):
+                spool.seek(0)
+                spent = Progress(self.members, self.total)
+                record = _record(path, digest, notes=notes)  # the kind its bytes have, as _nested needs
+                self.fan_out.hand_over(spool, Nested(record, fmt, level.depth + 1, self.members, spent))
+                self.handed_over += 1
+                return
             else:
                 records = self._nested(level, spool, path, digest, fmt, notes)
         if known or unreadable is not None:
@@ -776,6 +930,7 @@ class _Walker:
         records = _Records(self.spool_dir)
         unreadable = None
         child = _Level(None, path + "!/", parent.depth + 1, size, self.limits.ratio_after)
+        handed_over = self.handed_over
         try:
             spool.seek(0)
             self._unpack(child, spool, records)
@@ -799,7 +954,7 @@ class _Walker:
         finally:
             spool.seek(size)  # so that the spool budget gets all of it back
             parent.expanded += child.expanded
-        if unreadable is not None or not records.count:
+        if unreadable is not None or not (records.count or self.handed_over > handed_over):
             # unreadable, or nothing inside (or nothing libarchive could see): keep its bytes in view
             records.close()
             records.extend([_record(path, digest, Kind.ARCHIVE, unreadable=unreadable, notes=notes)])

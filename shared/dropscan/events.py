@@ -1,4 +1,4 @@
-"""Reading the events that drive the functions: S3 notifications carried in SQS messages."""
+"""Reading the events that drive the functions: S3 notifications carried in SQS messages, part messages."""
 
 from __future__ import annotations
 
@@ -20,6 +20,13 @@ def s3_objects(record: SQSRecord) -> Iterator[tuple[str, str]]:
     for rec in S3Event(body).records:
         if rec.event_name.startswith("ObjectCreated"):
             yield rec.s3.bucket.name, object_key(rec.s3.get_object.key)
+
+
+def part_message(record: SQSRecord) -> dict[str, Any] | None:
+    """The part a message of the unpack queue names (a nested archive fanned out), None for S3's events."""
+    body = json.loads(record.body)
+    part = body.get("part") if isinstance(body, dict) else None
+    return part if isinstance(part, dict) else None
 
 
 def json_body(record: SQSRecord) -> dict[str, Any]:

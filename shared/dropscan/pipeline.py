@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -19,12 +20,13 @@ from aws_lambda_powertools import Logger
 from boto3.s3.transfer import TransferConfig
 
 from dropscan import licenses, reports, triage
-from dropscan.archive import ArchiveReadError, LimitExceeded, walk
+from dropscan.archive import ArchiveReadError, LimitExceeded, Nested, Progress, Split, walk, walk_nested
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
 from dropscan.extract import Extracted, contents_by_digest
 from dropscan.idempotency import once
+from dropscan.inflate import Inflater
 from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key
 from dropscan.models import FileRecord, Trust
 from dropscan.releases import (
@@ -35,7 +37,18 @@ from dropscan.releases import (
     release_report_key,
     save_release,
 )
-from dropscan.scans import Upload, now
+from dropscan.scans import (
+    ROOT,
+    ScanItem,
+    Upload,
+    child_part,
+    chunk_tag,
+    is_complete,
+    next_segment,
+    now,
+    part_closed,
+    split_tag,
+)
 from dropscan.services import Services
 from dropscan.summary import body, message_attributes, subject
 from dropscan.upstream_db import DigestInfo, FileDigests, info_from_json, info_to_json
@@ -72,8 +85,15 @@ def scan_id_for(bucket: str, key: str, etag: str | None) -> str:
     return "s-" + hashlib.sha256(f"{bucket}\0{key}\0{etag}".encode()).hexdigest()[:24]
 
 
-def work_key(scan_id: str, kind: str, seq: int) -> str:
-    return f"work/{scan_id}/{kind}/{seq:06d}.json.gz"
+def work_key(scan_id: str, kind: str, seq: int, part: str = ROOT) -> str:
+    """The S3 key of a chunk, a chunk's result, or the classified files (the root part's keys as before)."""
+    where = f"{seq:06d}" if part == ROOT else f"{part}/{seq:06d}"
+    return f"work/{scan_id}/{kind}/{where}.json.gz"
+
+
+def part_key(scan_id: str, part: str) -> str:
+    """Where a fanned-out nested archive waits for the invocation that unpacks it."""
+    return f"work/{scan_id}/parts/{part}.bin"
 
 
 # ------------------------------------------------------------------ streaming helpers
@@ -139,6 +159,7 @@ class ChunkSender:
     scan_id: str
     size: int
     keys: int = 1000
+    part: str = ROOT  # chunk seqs count from 0 in each part; (part, seq) is unique in the scan
     chunks: int = 0
     files: int = 0
     _pending: list[FileRecord] = field(default_factory=list)
@@ -173,15 +194,73 @@ class ChunkSender:
         keys, self._keys = self._keys[:n_keys], self._keys[n_keys:]
         records = [_compact(r) for r in self._pending]
         self._pending = []
-        msg: dict[str, Any] = {"scan_id": self.scan_id, "seq": seq, "keys": keys, "records": records}
+        where: dict[str, Any] = {"scan_id": self.scan_id, "seq": seq}
+        if self.part != ROOT:
+            where["part"] = self.part
+        msg: dict[str, Any] = {**where, "keys": keys, "records": records}
         text = json.dumps(msg, separators=(",", ":"))
         if len(text) > INLINE_CHUNK_LIMIT:
-            key = work_key(self.scan_id, "chunks", seq)
+            key = work_key(self.scan_id, "chunks", seq, self.part)
             body = _gz_json({"keys": keys, "records": records})
             self.svc.s3.put_object(Bucket=self.svc.settings.results_bucket, Key=key, Body=body)
-            text = json.dumps({"scan_id": self.scan_id, "seq": seq, "records_key": key})
+            text = json.dumps({**where, "records_key": key})
         self.svc.sqs.send_message(QueueUrl=self.svc.settings.chunk_queue_url, MessageBody=text)
         self.chunks += 1
+
+
+@dataclass
+class PartSender:
+    """Hands nested archives of a part to invocations of their own (the walker's ``FanOut``).
+
+    The archive goes to ``work/<scan>/parts/<part>.bin`` (from the walker's spool: bounded memory, a
+    multipart upload when large), and a part message to the unpack queue, after the part is opened in
+    the scan item. With ``defer``, the messages wait for :meth:`release`: a nested part hands its own
+    nested archives on only once it is known to unpack at all (all or nothing, never half a tree).
+    """
+
+    svc: Services
+    scan_id: str
+    part: str
+    threshold: int
+    defer: bool = False
+    handed: int = 0
+    _pending: list[dict[str, Any]] = field(default_factory=list)
+
+    def hand_over(self, spool: Any, nested: Nested) -> None:
+        child = child_part(self.part, nested.member)
+        key = part_key(self.scan_id, child)
+        self.svc.s3.upload_fileobj(spool, self.svc.settings.results_bucket, key)
+        message = {
+            "scan_id": self.scan_id,
+            "part": child,
+            "key": key,
+            "record": nested.record.to_json(),
+            "fmt": nested.fmt,
+            "depth": nested.depth,
+            "spent": [nested.spent.members, nested.spent.total],
+        }
+        self.handed += 1
+        if self.defer:
+            self._pending.append(message)
+        else:
+            self._send(message)
+
+    def release(self) -> None:
+        for message in self._pending:
+            self._send(message)
+        self._pending = []
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self.svc.scans.open_part(self.scan_id, message["part"])  # before the message: the scan waits for it
+        self.svc.sqs.send_message(
+            QueueUrl=self.svc.settings.unpack_queue_url, MessageBody=json.dumps({"part": message})
+        )
+
+
+def _part_sender(svc: Services, scan_id: str, part: str, *, defer: bool) -> PartSender | None:
+    if not svc.settings.unpack_queue_url:
+        return None  # no queue to send parts to (a stack without fan-out): everything in-process
+    return PartSender(svc, scan_id, part, svc.settings.fan_out_mib << 20, defer=defer)
 
 
 def send_finalize(svc: Services, scan_id: str) -> None:
@@ -224,32 +303,198 @@ def _unpack_object(
             svc, scan_id, 0, size, hashlib.sha256().hexdigest() if not size else None, why, "rejected"
         )
         return scan_id
-    _hash_into_chunks(svc, scan_id, bucket, key, parsed[1].rsplit("/", 1)[-1])
+    source = {
+        "bucket": bucket,
+        "key": key,
+        "version_id": head.get("VersionId"),
+        "name": parsed[1].rsplit("/", 1)[-1],
+    }
+    _hash_into_chunks(svc, scan_id, source)
     return scan_id
 
 
-def _hash_into_chunks(svc: Services, scan_id: str, bucket: str, key: str, name: str) -> None:
-    """Stream the upload through the archive walker into chunks; then record how many there are."""
+def _skip(stream: Any, count: int) -> None:
+    """Read and drop ``count`` bytes: where a resumed segment of a compressed tar starts."""
+    while count > 0:
+        data = stream.read(min(count, 1 << 20))
+        if not data:
+            raise ArchiveReadError("the upload ended before the offset its walk was resumed at")
+        count -= len(data)
+
+
+def _budget(svc: Services, started: float, progress: Progress) -> Split | None:
+    """When this invocation stops a top-level tar: past its time budget or its byte budget."""
+    if not svc.settings.unpack_queue_url:
+        return None  # nowhere to send the rest
+    deadline = started + svc.settings.unpack_budget_seconds
+    limit = svc.settings.unpack_budget_mib << 20
+    first = progress.total
+
+    def stop(now: Progress) -> bool:
+        return time.perf_counter() > deadline or bool(limit and now.total - first >= limit)
+
+    return Split(stop)
+
+
+def _hash_into_chunks(
+    svc: Services,
+    scan_id: str,
+    source: dict[str, Any],
+    part: str = ROOT,
+    resume: dict[str, Any] | None = None,
+) -> None:
+    """Stream the upload (or, ``resume``, the rest of it) through the walker into chunks; count them.
+
+    A resumed segment reads the upload from its start again: it decompresses and drops what earlier
+    segments walked (nothing hashed but the upload's own SHA-256), so that the segment that gets to
+    the end has read every byte of the upload and can tell its SHA-256.
+    """
     started = time.perf_counter()
-    reader = HashingReader(svc.s3.get_object(Bucket=bucket, Key=key)["Body"])
-    sender = ChunkSender(svc, scan_id, svc.settings.chunk_size, svc.settings.chunk_keys)
+    version = {"VersionId": source["version_id"]} if source.get("version_id") else {}
+    raw = HashingReader(svc.s3.get_object(Bucket=source["bucket"], Key=source["key"], **version)["Body"])
+    sender = ChunkSender(svc, scan_id, svc.settings.chunk_size, svc.settings.chunk_keys, part=part)
+    parts = _part_sender(svc, scan_id, part, defer=False)
+    progress = Progress(*resume["spent"]) if resume else Progress()
+    spent = dataclasses.replace(progress)
+    split = _budget(svc, started, progress)
     reason: str | None = None
     status = "scanning"
     is_known = lru_cache(maxsize=None)(svc.upstream().is_known)
+    limits = svc.settings.walk_limits()
+    stream: Any = raw
+    if resume and resume["codec"]:
+        stream = Inflater(raw, resume["codec"])
     try:
-        for rec in walk(reader, name, is_known=is_known, limits=svc.settings.walk_limits()):
+        if resume:
+            _skip(stream, resume["offset"])
+        walked = walk(
+            stream,
+            source["name"],
+            is_known=is_known,
+            limits=limits,
+            fan_out=parts,
+            progress=progress,
+            split=split,
+        )
+        for rec in walked:
             sender.add(rec)
     except LimitExceeded as e:  # a bomb, or more than the template allows: not something to scan
         reason, status = f"{e.reason} (after {sender.files} files)", "rejected"
     except ArchiveReadError as e:
         reason, status = f"archive is corrupt or truncated after {sender.files} files: {e}", "failed"
+    finally:
+        if isinstance(stream, Inflater):
+            stream.close()
     sender.flush()
-    reader.drain()
-    if sender.files == 0 and status == "scanning":
+    stopped = split is not None and split.offset is not None
+    if split is not None and split.offset is not None:
+        # the rest of the tar: another invocation, opened before this one closes
+        base, codec = (resume["offset"], resume["codec"]) if resume else (0, split.codec)
+        checkpoint = {
+            "offset": base + split.offset,
+            "codec": codec,
+            "spent": [progress.members, progress.total],
+        }
+        following = next_segment(part)
+        message = {"scan_id": scan_id, "part": following, "source": source, "resume": checkpoint}
+        svc.scans.open_part(scan_id, following)
+        svc.sqs.send_message(
+            QueueUrl=svc.settings.unpack_queue_url, MessageBody=json.dumps({"part": message})
+        )
+    else:
+        raw.drain()
+    handed = parts.handed if parts else 0
+    if part == ROOT and sender.files == 0 and not handed and not stopped and status == "scanning":
         reason, status = "archive holds no files", "rejected"
     seconds = time.perf_counter() - started
-    _close_unpack(svc, scan_id, sender.chunks, reader.size, reader.hexdigest(), reason, status, seconds)
-    logger.info("unpacked", extra={"files": sender.files, "chunks": sender.chunks, "bytes": reader.size})
+    done = svc.scans.close_part(
+        scan_id,
+        part,
+        sender.chunks,
+        unpacked=progress.total - spent.total,
+        members=progress.members - spent.members,
+        seconds=seconds,
+        # only the segment that read the upload to its end has all of it in its digest
+        size=None if stopped else raw.size,
+        sha256=None if stopped else raw.hexdigest(),
+        reason=reason,
+        status=status,
+    )
+    if done:
+        send_finalize(svc, scan_id)
+    extra = {
+        "files": sender.files,
+        "chunks": sender.chunks,
+        "bytes": raw.size,
+        "parts": handed,
+        "stopped": stopped,
+    }
+    logger.info("unpacked", extra=extra)
+
+
+def unpack_part(svc: Services, message: dict[str, Any]) -> str | None:
+    """Unpack a nested archive fanned out of another part into chunks; None if the part was done before."""
+    scan_id, part = message["scan_id"], message["part"]
+    scan = svc.scans.get(scan_id)
+    if scan is None or scan.finalized_at is not None:
+        return None
+    if part_closed(scan, part):  # a redelivered part message
+        if is_complete(scan):
+            send_finalize(svc, scan_id)  # the earlier run may have died before triggering it
+        return None
+    logger.append_keys(scan_id=scan_id, part=part)
+    if "resume" in message:  # the upload's walk, resumed where an earlier invocation stopped it
+        _hash_into_chunks(svc, scan_id, message["source"], part, message["resume"])
+        return part
+    started = time.perf_counter()
+    spent = Progress(*message["spent"])
+    nested = Nested(FileRecord.from_json(message["record"]), message["fmt"], int(message["depth"]), 0, spent)
+    sender = ChunkSender(svc, scan_id, svc.settings.chunk_size, svc.settings.chunk_keys, part=part)
+    parts = _part_sender(svc, scan_id, part, defer=True)
+    progress = dataclasses.replace(spent)
+    reason: str | None = None
+    status: str | None = None
+    whole = 0  # records that are the nested archive itself, left one file
+    is_known = lru_cache(maxsize=None)(svc.upstream().is_known)
+    scratch = svc.settings.scratch_dir
+    with tempfile.TemporaryFile(dir=scratch) as spool:
+        svc.s3.download_fileobj(svc.settings.results_bucket, message["key"], spool)
+        walked = walk_nested(
+            spool,
+            nested,
+            is_known=is_known,
+            spool_dir=scratch,
+            limits=svc.settings.walk_limits(),
+            fan_out=parts,
+            progress=progress,
+        )
+        try:
+            for rec in walked:
+                whole += rec.path == nested.record.path
+                sender.add(rec)
+        except LimitExceeded as e:  # a bound of the whole upload: the scan is rejected, as in-process
+            reason, status = (
+                f"{e.reason} (in {nested.record.path}, after {sender.files} of its files)",
+                "rejected",
+            )
+    sender.flush()
+    if parts is not None and status is None and not (whole and sender.files == 1):
+        parts.release()  # it unpacked: its own nested archives are parts of the scan too
+    seconds = time.perf_counter() - started
+    done = svc.scans.close_part(
+        scan_id,
+        part,
+        sender.chunks,
+        unpacked=progress.total - spent.total,
+        members=progress.members - spent.members,
+        seconds=seconds,
+        reason=reason,
+        status=status,
+    )
+    if done:
+        send_finalize(svc, scan_id)
+    logger.info("unpacked part", extra={"files": sender.files, "chunks": sender.chunks})
+    return part
 
 
 def _resume(svc: Services, scan_id: str) -> bool:
@@ -257,9 +502,9 @@ def _resume(svc: Services, scan_id: str) -> bool:
     scan = svc.scans.get(scan_id)
     if scan is None or scan.finalized_at is not None:
         return False
-    if scan.chunks_total is None:
+    if not part_closed(scan, ROOT):
         return True
-    if int(scan.chunks_done or 0) >= int(scan.chunks_total):
+    if is_complete(scan):
         send_finalize(svc, scan_id)  # the earlier attempt may have died before triggering it
     return False
 
@@ -299,7 +544,7 @@ def _chunk_body(svc: Services, message: dict[str, Any]) -> tuple[list[dict[str, 
 def lookup_chunk(svc: Services, message: dict[str, Any]) -> None:
     """Ask the upstream table for one chunk's digests; hand the files and what was found to finalize."""
     started = time.perf_counter()
-    scan_id, seq = message["scan_id"], int(message["seq"])
+    scan_id, seq, part = message["scan_id"], int(message["seq"]), message.get("part", ROOT)
     records, keys = _chunk_body(svc, message)
     db = svc.upstream()
     known = db.lookup(keys)
@@ -311,9 +556,9 @@ def lookup_chunk(svc: Services, message: dict[str, Any]) -> None:
         "seconds": time.perf_counter() - started,
     }
     svc.s3.put_object(
-        Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq), Body=_gz_json(result)
+        Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq, part), Body=_gz_json(result)
     )
-    if svc.scans.chunk_done(scan_id, seq):
+    if svc.scans.chunk_done(scan_id, chunk_tag(part, seq)):
         send_finalize(svc, scan_id)
 
 
@@ -352,9 +597,10 @@ def object_exists(s3: Any, bucket: str, key: str) -> bool:
     return True
 
 
-def _chunk_results(svc: Services, scan_id: str, seqs: Iterable[int]) -> Iterator[dict[str, Any]]:
-    for seq in seqs:
-        obj = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=work_key(scan_id, "results", seq))
+def _chunk_results(svc: Services, scan_id: str, tags: Iterable[str]) -> Iterator[dict[str, Any]]:
+    for part, seq in sorted(split_tag(t) for t in tags):
+        key = work_key(scan_id, "results", seq, part)
+        obj = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=key)
         yield json.loads(gzip.decompress(obj["Body"].read()))
 
 
@@ -376,7 +622,7 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     stats = CallStats()
     lookup_seconds = 0.0
     # the chunks counted done: all of them, unless the sweeper gave up on the scan
-    for result in _chunk_results(svc, scan_id, sorted(int(s) for s in scan.done_chunks or ())):
+    for result in _chunk_results(svc, scan_id, scan.done_chunks or ()):
         records.extend(FileRecord.from_json(r) for r in result["records"])
         known.update((d, info_from_json(v)) for d, v in result["known"].items())
         stats.add(**result["dynamodb"])
@@ -396,7 +642,7 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     metadata = dict(scan.metadata.as_dict()) if scan.metadata else {}
     mismatches = declared_mismatches(parse_declared(metadata.get("components")), components)
     stats.add(**{k: v for k, v in db.stats.as_dict().items()})
-    status = scan.status if scan.status in ("rejected", "failed") else "complete"
+    status, reason = _outcome(svc, scan)
     manifest = build_manifest(
         scan_id=scan_id,
         supplier=scan.supplier,
@@ -410,7 +656,7 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
             "metadata": metadata,
         },
         status=status,
-        reason=scan.reason,
+        reason=reason,
         files=files,
         components=components,
         mismatches=mismatches,
@@ -433,6 +679,22 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
         QueueUrl=svc.settings.triage_queue_url, MessageBody=json.dumps({"scan_id": scan_id, "key": work})
     )
     return work
+
+
+def _outcome(svc: Services, scan: ScanItem) -> tuple[str, str | None]:
+    """The scan's status and reason: its root part's, a limit tripped in another part, or the whole
+    upload's limits against what every part unpacked together (each part checked only its lineage)."""
+    if scan.status in ("rejected", "failed"):
+        return scan.status, scan.reason
+    if scan.part_reason:
+        return "rejected", scan.part_reason
+    s = svc.settings
+    parts = len(scan.parts_closed or ())
+    if int(scan.unpacked_bytes or 0) > s.max_unpacked_gib << 30:
+        return "rejected", f"more than {s.max_unpacked_gib:,} GiB unpacked ({parts} parts together)"
+    if int(scan.members or 0) > s.max_files:
+        return "rejected", f"more than {s.max_files:,} archive members ({parts} parts together)"
+    return "complete", scan.reason
 
 
 # ------------------------------------------------------------------ stage 4: triage

@@ -1,4 +1,13 @@
-"""The scans table: one item per upload, counting its chunks so that exactly one stage finalises it."""
+"""The scans table: one item per upload, counting its parts and chunks so that exactly one stage finalises it.
+
+A scan is unpacked by one or more *parts*: the upload itself (``ROOT``), each nested archive fanned out to
+an invocation of its own (``<parent>.<member>``), each resumed segment of a split archive
+(``<part>+<k>``). Part ids are deterministic, so a redelivered part message is the same part. A part is
+*opened* (added to ``parts_open``) before its message is sent and *closed* once (added to
+``parts_closed``, its chunk count added to ``chunks_total``); the scan is complete when every opened
+part is closed and ``chunks_done`` has reached ``chunks_total``. Each of those updates is conditional on
+the part or chunk not being counted yet, and DynamoDB serialises them: exactly one observes completion.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +26,29 @@ from pynamodb.models import Model
 from dropscan.manifest import TERMINAL
 
 OPEN = "open"  # the value of ``pending`` while a scan has no manifest
+ROOT = "0"  # the part that unpacks the upload itself
+
+
+def child_part(parent: str, member: int) -> str:
+    """The part of the nested archive that is member number ``member`` (0-based) of ``parent``'s walk."""
+    return f"{parent}.{member}"
+
+
+def next_segment(part: str) -> str:
+    """The part that resumes ``part`` where it stopped: ``0`` -> ``0+1`` -> ``0+2``."""
+    base, plus, k = part.rpartition("+")
+    return f"{base}+{int(k) + 1}" if plus and k.isdigit() else f"{part}+1"
+
+
+def chunk_tag(part: str, seq: int) -> str:
+    """A chunk's id in ``done_chunks``: its seq in the root part (as in the earlier layout), else part/seq."""
+    return str(seq) if part == ROOT else f"{part}/{seq}"
+
+
+def split_tag(tag: str) -> tuple[str, int]:
+    """(part, seq) of a chunk id."""
+    part, _, seq = tag.rpartition("/")
+    return part or ROOT, int(seq)
 
 
 class OpenScans(GlobalSecondaryIndex["ScanItem"]):
@@ -48,6 +80,11 @@ class ScanItem(Model):
     unpack_seconds = NumberAttribute(null=True)
     chunks_done = NumberAttribute(default=0)
     done_chunks = UnicodeSetAttribute(null=True)
+    parts_open = UnicodeSetAttribute(null=True)  # absent on scans of the earlier layout (one unpack)
+    parts_closed = UnicodeSetAttribute(null=True)
+    unpacked_bytes = NumberAttribute(null=True)  # member bytes read, every part together
+    members = NumberAttribute(null=True)  # archive members seen, every part together
+    part_reason = UnicodeAttribute(null=True)  # why a part other than the root rejected the scan
     metadata = MapAttribute[str, Any](null=True)  # the upload's x-amz-meta-* (declared components, arch)
     created_at = UnicodeAttribute()
     finalized_at = UnicodeAttribute(null=True)
@@ -100,6 +137,7 @@ class ScanStore:
             metadata=upload.metadata or None,
             created_at=now(),
             pending=OPEN,
+            parts_open={ROOT},
         )
         try:
             item.save(condition=self.model.scan_id.does_not_exist())
@@ -108,6 +146,78 @@ class ScanStore:
                 return None
             raise
         return item
+
+    def open_part(self, scan_id: str, part: str) -> bool:
+        """Record ``part`` as opened, before its message is sent; False if it was opened before (a redo)."""
+        item = self.model(scan_id)
+        try:
+            item.update(
+                actions=[self.model.parts_open.add({part})], condition=~self.model.parts_open.contains(part)
+            )
+        except UpdateError as e:
+            if e.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def close_part(
+        self,
+        scan_id: str,
+        part: str,
+        chunks: int,
+        *,
+        unpacked: int = 0,
+        members: int = 0,
+        seconds: float | None = None,
+        size: int | None = None,
+        sha256: str | None = None,
+        reason: str | None = None,
+        status: str | None = None,
+    ) -> bool:
+        """Count ``part``'s chunks once; True for the one update after which the scan is complete.
+
+        ``size`` and ``sha256`` are the upload's (its root part, or the segment that read it to the end);
+        ``status`` and ``reason`` end the scan ``rejected`` or ``failed`` (the root part's own, or a
+        limit of the whole upload tripped in another part: kept in ``part_reason``).
+        """
+        item = self.model(scan_id)
+        actions: list[Action] = [
+            self.model.chunks_total.add(chunks),
+            self.model.parts_closed.add({part}),
+            # the root part is opened by begin(); scans of the earlier layout never listed it
+            self.model.parts_open.add({part}),
+            self.model.unpacked_bytes.add(unpacked),
+            self.model.members.add(members),
+        ]
+        if size is not None:
+            actions.append(self.model.source_size.set(size))
+        if sha256 is not None:
+            actions.append(self.model.source_sha256.set(sha256))
+        upload = part.partition("+")[0] == ROOT  # the upload itself, or a resumed segment of it
+        if status is not None and status != "scanning" and upload:
+            actions.append(self.model.status.set(status))
+        if reason and upload:
+            actions.append(self.model.reason.set(reason))
+        elif reason:
+            actions.append(self.model.part_reason.set(reason))
+        if seconds is not None:
+            actions.append(self.model.unpack_seconds.add(round(seconds, 3)))
+        opened = self.model.parts_open.contains(part) if part != ROOT else self.model.scan_id.exists()
+        try:
+            # a scan finalised meanwhile (the sweeper gave up on it) keeps what its manifest says
+            item.update(
+                actions=actions,
+                condition=opened
+                & ~self.model.parts_closed.contains(part)
+                & self.model.finalized_at.does_not_exist(),
+            )
+        except UpdateError as e:
+            if e.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            # closed before (a redelivered part message): its earlier run may have died before triggering
+            current = self.get(scan_id)
+            return bool(current and current.finalized_at is None and is_complete(current))
+        return is_complete(item)
 
     def set_total(
         self,
@@ -120,29 +230,13 @@ class ScanStore:
         status: str,
         seconds: float | None = None,
     ) -> bool:
-        """Record the chunk count once unpack is done; True if every chunk was already counted."""
-        item = self.model(scan_id)
-        actions: list[Action] = [
-            self.model.chunks_total.set(total),
-            self.model.source_size.set(size),
-            self.model.source_sha256.set(sha256),
-            self.model.status.set(status),
-        ]
-        if reason:
-            actions.append(self.model.reason.set(reason))
-        if seconds is not None:
-            actions.append(self.model.unpack_seconds.set(round(seconds, 3)))
-        try:
-            # a scan finalised meanwhile (the sweeper gave up on it) keeps what its manifest says
-            item.update(actions=actions, condition=self.model.finalized_at.does_not_exist())
-        except UpdateError as e:
-            if e.cause_response_code == "ConditionalCheckFailedException":
-                return False
-            raise
-        return int(item.chunks_done or 0) >= total
+        """Close the root part, the whole unpack of a scan that was not fanned out or split."""
+        return self.close_part(
+            scan_id, ROOT, total, size=size, sha256=sha256, reason=reason, status=status, seconds=seconds
+        )
 
-    def chunk_done(self, scan_id: str, seq: int) -> bool:
-        """Count chunk ``seq`` once; True for the one call that counted the last chunk."""
+    def chunk_done(self, scan_id: str, seq: int | str) -> bool:
+        """Count chunk ``seq`` (a :func:`chunk_tag`) once; True for the one call that completed the scan."""
         item = self.model(scan_id)
         tag = str(seq)
         try:
@@ -155,8 +249,8 @@ class ScanStore:
                 raise
             # counted before (a retried message): its earlier run may have died before triggering
             current = self.get(scan_id)
-            return bool(current and current.finalized_at is None and _all_done(current))
-        return _all_done(item)
+            return bool(current and current.finalized_at is None and is_complete(current))
+        return is_complete(item)
 
     def claim_finalize(self, scan_id: str, token: str) -> bool:
         """True for exactly one finalize message (``token``), also when that message is redelivered."""
@@ -215,5 +309,20 @@ class ScanStore:
             yield item.scan_id
 
 
-def _all_done(item: ScanItem) -> bool:
-    return item.chunks_total is not None and int(item.chunks_done or 0) >= int(item.chunks_total)
+def part_closed(item: ScanItem, part: str = ROOT) -> bool:
+    """Whether ``part`` counted its chunks (on a scan of the earlier layout: whether the unpack did)."""
+    if item.parts_open is None and part == ROOT:
+        return item.chunks_total is not None
+    return part in (item.parts_closed or set())
+
+
+def unfinished_parts(item: ScanItem) -> set[str]:
+    """The parts opened and not closed yet."""
+    return set(item.parts_open or ()) - set(item.parts_closed or ())
+
+
+def is_complete(item: ScanItem) -> bool:
+    """Every part opened is closed, and every chunk they counted is done."""
+    if item.chunks_total is None or unfinished_parts(item):
+        return False
+    return int(item.chunks_done or 0) >= int(item.chunks_total)

@@ -39,6 +39,10 @@ class Settings:
     max_spool_gib: int = 8
     region: str = "us-east-1"
     endpoint_url: str | None = None
+    unpack_queue_url: str = ""  # the upload queue: unpack sends the parts it fans out to it
+    fan_out_mib: int = 64  # nested archives at least this big are unpacked by an invocation of their own
+    unpack_budget_seconds: int = 600  # a top-level tar is walked this long, then resumed by another one
+    unpack_budget_mib: int = 0  # ... or this many MiB of members (0: no byte budget)
     scan_deadline_minutes: float = 60.0  # the sweeper's; see ScanDeadlineMinutes in template.yaml
     upload_dlq_url: str | None = None
 
@@ -74,6 +78,10 @@ class Settings:
             max_spool_gib=int(e.get("MAX_SPOOL_GIB", "8")),
             region=e.get("AWS_REGION") or e.get("AWS_DEFAULT_REGION") or "us-east-1",
             endpoint_url=e.get("AWS_ENDPOINT_URL") or None,
+            unpack_queue_url=e.get("UNPACK_QUEUE_URL", ""),
+            fan_out_mib=int(e.get("FAN_OUT_MIB", "64")),
+            unpack_budget_seconds=int(e.get("UNPACK_BUDGET_SECONDS", "600")),
+            unpack_budget_mib=int(e.get("UNPACK_BUDGET_MIB", "0")),
             scan_deadline_minutes=float(e.get("SCAN_DEADLINE_MINUTES", "60")),
             upload_dlq_url=e.get("UPLOAD_DLQ_URL") or None,
         )

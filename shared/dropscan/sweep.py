@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger
 
 from dropscan.manifest import manifest_key
 from dropscan.pipeline import finalize_scan, object_exists, object_key, parse_drop_key, scan_id_for
-from dropscan.scans import OPEN, ScanItem, Upload
+from dropscan.scans import OPEN, ROOT, ScanItem, Upload, part_closed, unfinished_parts
 from dropscan.services import Services
 
 logger = Logger(service="dropscan", child=True)
@@ -59,12 +59,24 @@ def sweep(svc: Services, at: datetime) -> SweepResult:
 def _timeout_reason(scan: ScanItem, at: datetime) -> str:
     minutes = (at - datetime.fromisoformat(scan.created_at)).total_seconds() / 60
     done = int(scan.chunks_done or 0)
-    if scan.chunks_total is None:
+    if not part_closed(scan, ROOT):
         return f"timed out: {done} of ? chunks done after {minutes:.0f} min (the unpack did not finish)"
-    return f"timed out: {done} of {int(scan.chunks_total)} chunks done after {minutes:.0f} min"
+    unfinished = unfinished_parts(scan)
+    if unfinished:
+        of = len(scan.parts_open or ())
+        why = f"{len(unfinished)} of {of} unpack parts did not finish: {', '.join(sorted(unfinished)[:5])}"
+        return f"timed out: {done} of ? chunks done after {minutes:.0f} min ({why})"
+    return f"timed out: {done} of {int(scan.chunks_total or 0)} chunks done after {minutes:.0f} min"
 
 
 def _dead_letter_reason(scan: ScanItem, at: datetime) -> str:
+    unfinished = sorted(unfinished_parts(scan))
+    if part_closed(scan, ROOT) and unfinished:
+        which = ", ".join(unfinished[:5])
+        return (
+            f"nested archive part {which} could not be unpacked: every delivery of its message failed "
+            "(dead-letter queue)"
+        )
     return "the upload could not be unpacked: every delivery of its event failed (dead-letter queue)"
 
 
@@ -114,13 +126,28 @@ def _dead_lettered_uploads(svc: Services) -> Iterator[str]:
             return
         for m in fresh:
             seen.add(m["MessageId"])
+            part = _part_of(m["Body"])
+            if part is not None:  # a nested archive fanned out of an upload, never unpacked
+                scan = svc.scans.get(part[0])
+                if scan is not None and not part_closed(scan, part[1]):
+                    yield part[0]
+                continue
             for upload in _uploads_of(m["Body"]):
                 scan_id = scan_id_for(upload.bucket, upload.key, upload.etag)
                 svc.scans.begin(scan_id, upload)  # None (exists already) is the usual case
                 scan = svc.scans.get(scan_id)
                 # a duplicate event may be dead-lettered while the first one's unpack went through
-                if scan is not None and scan.chunks_total is None:
+                if scan is not None and not part_closed(scan, ROOT):
                     yield scan_id
+
+
+def _part_of(body: str) -> tuple[str, str] | None:
+    """(scan id, part) of a part message, None for anything else."""
+    try:
+        part = json.loads(body).get("part")
+    except (ValueError, AttributeError):
+        return None
+    return (part["scan_id"], part["part"]) if isinstance(part, dict) else None
 
 
 def _uploads_of(body: str) -> Iterator[Upload]:

@@ -3,8 +3,9 @@ every permission a role grants is used by some call (moto does not enforce IAM, 
 
 The calls are recorded on the real clients while the functions run a scenario that takes each code path
 needing a permission: ingest, a scan whose chunk is spilled to S3 and whose nested archive is checked
-against the upstream table, an unpack that fails once, a redelivered chunk, a poison chunk and a poison
-upload swept as failed, a duplicate notification, and a plain scan through finalize.
+against the upstream table and then fanned out to an unpack invocation of its own, an unpack that fails
+once, a redelivered chunk, a poison chunk and a poison upload swept as failed, a duplicate notification,
+and a plain scan through finalize.
 """
 
 from __future__ import annotations
@@ -56,7 +57,13 @@ class Call:
 def _s3(op: str, p: dict[str, Any]) -> list[tuple[str, str]]:
     if op in ("ListObjects", "ListObjectsV2"):
         return [("s3:ListBucket", f"arn:aws:s3:::{p['Bucket']}")]
-    action = "s3:GetObject" if op == "HeadObject" else f"s3:{op}"
+    # IAM's actions for the calls of a multipart upload (a large fanned-out nested archive)
+    multipart = {
+        "CreateMultipartUpload": "PutObject",
+        "UploadPart": "PutObject",
+        "CompleteMultipartUpload": "PutObject",
+    }
+    action = "s3:GetObject" if op == "HeadObject" else f"s3:{multipart.get(op, op)}"
     if action == "s3:GetObject" and p.get("VersionId"):
         action = "s3:GetObjectVersion"  # IAM's action for reading one version of an object
     return [(action, f"arn:aws:s3:::{p['Bucket']}/{p['Key']}")]
@@ -153,7 +160,9 @@ Recorded = tuple[EmbeddedStack, set[Call]]
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     """The scenario, run once for the module's tests: the stack and the calls recorded."""
     tmp_path = tmp_path_factory.mktemp("permissions")
-    with embedded(parameters={**FAST, "ChunkSize": "1000"}) as stack, Faults() as faults:
+    # FanOutMiB 0: the nested archive is a part of its own (copied to work/, sent to the upload queue)
+    params = {**FAST, "ChunkSize": "1000", "FanOutMiB": "0"}
+    with embedded(parameters=params) as stack, Faults() as faults:
         svc = current_services()
         recorder = Recorder(stack)
         for client in (svc.s3, svc.sqs, svc.sns, svc.dynamodb):
