@@ -16,7 +16,7 @@ import libarchive.ffi as ffi
 from libarchive.exception import ArchiveError
 
 from dropscan.digest import Digest, Digester, digest_bytes
-from dropscan.inflate import CODECS, ForkedInflater, InflateError, Inflater, PlainStream
+from dropscan.inflate import CODECS, InflateError, PlainStream, inflate_mode, plain_stream
 from dropscan.models import FileRecord, Kind
 from dropscan.paths import Names
 
@@ -667,7 +667,7 @@ class _Walker:
         inflater = None
         try:
             split = self._splittable(reader) if entry is not None else None
-            mode = _inflate_mode()
+            mode = inflate_mode()
             codec = reader.single_filter() if entry is not None and mode != "off" else None
             if codec in CODECS:
                 # a compressed archive: decompress it beside the walk and let libarchive read the
@@ -679,7 +679,7 @@ class _Walker:
                 else:
                     head.seek(0)
                     source = _Replay(head, stream)
-                inflater = (ForkedInflater if mode == "process" else Inflater)(source, codec)
+                inflater = plain_stream(source, codec, mode)
                 reader, entry = _open(inflater, seekable=False)
             with reader:
                 reader.record = None
@@ -1049,23 +1049,6 @@ class _Replay:
             self._head.write(data)
         self._position += len(data)
         return data
-
-
-def _inflate_mode() -> str:
-    """How a top-level gzip, bzip2 or xz stream is decompressed: "process", "thread" or "off".
-
-    Beside the walk it pays only with a second core free: with one (a Lambda function under
-    1,769 MB, or a busy machine) the hand-over costs about 10 % more CPU. A forked process has a GIL
-    of its own; a thread waits for the walk's GIL between steps (kernel .tar.xz: 1.0x against 1.3x
-    the time of ``xz -dc``, docs/design.md). DROPSCAN_INFLATE decides; by default "process" with two
-    or more usable cores (and fork), else "off" (libarchive decompresses in line).
-    """
-    setting = os.environ.get("DROPSCAN_INFLATE")
-    if setting in ("process", "thread", "off"):
-        return setting if setting != "process" or hasattr(os, "fork") else "thread"
-    if len(os.sched_getaffinity(0)) < 2:
-        return "off"
-    return "process" if hasattr(os, "fork") else "thread"
 
 
 def _zip_at(stream: IO[bytes], start: int) -> bool:

@@ -26,7 +26,7 @@ from dropscan.components import component_of, declared_mismatches, parse_declare
 from dropscan.dynamo import CallStats
 from dropscan.extract import Extracted, contents_by_digest
 from dropscan.idempotency import once
-from dropscan.inflate import Inflater
+from dropscan.inflate import PlainStream, plain_stream
 from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key
 from dropscan.models import FileRecord, Trust
 from dropscan.releases import (
@@ -363,7 +363,7 @@ def _hash_into_chunks(
     limits = svc.settings.walk_limits()
     stream: Any = raw
     if resume and resume["codec"]:
-        stream = Inflater(raw, resume["codec"])
+        stream = plain_stream(raw, resume["codec"])
     try:
         if resume:
             _skip(stream, resume["offset"])
@@ -383,7 +383,7 @@ def _hash_into_chunks(
     except ArchiveReadError as e:
         reason, status = f"archive is corrupt or truncated after {sender.files} files: {e}", "failed"
     finally:
-        if isinstance(stream, Inflater):
+        if isinstance(stream, PlainStream):
             stream.close()
     sender.flush()
     stopped = split is not None and split.offset is not None

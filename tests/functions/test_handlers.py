@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-from dropscan.local.embedded import EmbeddedStack
+from dropscan.local.dispatcher import load_handler
+from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.manifest import manifest_key
 from dropscan.pipeline import scan_id_for
 from dropscan.services import current_services
 
-from builders import DROP_FILES, UPSTREAM_FILES, context, load_event, make_tar
+from builders import DROP_FILES, UPSTREAM_FILES, context, load_event, make_tar, tar_bytes
 
 
 def put_drop(stack: EmbeddedStack, path: Path, key: str) -> str:
@@ -152,3 +153,31 @@ def test_a_redelivered_ingest_event_is_skipped(stack: EmbeddedStack, tmp_path: P
     assert app("IngestFunction")(event, context()) == {"batchItemFailures": []}
     after = stack.client.s3.get_object(Bucket=stack.names.upstream_bucket, Key="releases/foo/1.0.ingest.json")
     assert after["ETag"] == before["ETag"]  # the report was not rewritten: nothing was hashed again
+
+
+def test_unpack_hands_a_nested_archive_on_and_unpacks_the_part(tmp_path: Path) -> None:
+    inner = tar_bytes({"lib/b.c": b"int b;\n", "lib/c.c": b"int c;\n"}, "gz")
+    drop = make_tar(tmp_path / "bundle.tar", {"src/a.c": b"int a;\n", "vendor/lib.tar.gz": inner}, "")
+    with embedded(parameters={"FanOutMiB": "0"}) as stack:  # every nested archive is a part
+        unpack = load_handler(stack.stack.functions["UnpackFunction"])
+        scan_id = put_drop(stack, drop, "drops/acme/bundle.tar")
+        upload = load_event(
+            "sqs_s3_object_created.json", BUCKET=stack.names.drops_bucket, KEY="drops/acme/bundle.tar"
+        )
+        assert unpack(upload, context()) == {"batchItemFailures": []}
+        [handed] = [b["part"] for b in queue_bodies(stack, "UnpackFunction") if "part" in b]
+        # the sample shows the message's shape; the test sends the one unpack wrote
+        event = load_event("sqs_unpack_part.json", MESSAGE_ID="m-part", SCAN_ID=scan_id)
+        assert set(json.loads(event["Records"][0]["body"])["part"]) == set(handed)
+        event["Records"][0]["body"] = json.dumps({"part": handed})
+
+        assert unpack(event, context()) == {"batchItemFailures": []}
+
+        records = [r for c in queue_bodies(stack, "LookupFunction") for r in c["records"]]
+        assert sorted(r["path"] for r in records) == [  # a container is not a file of its own
+            "src/a.c",
+            "vendor/lib.tar.gz!/lib/b.c",
+            "vendor/lib.tar.gz!/lib/c.c",
+        ]
+        scan = current_services().scans.get(scan_id)
+        assert scan is not None and scan.parts_closed == {"0", handed["part"]}
