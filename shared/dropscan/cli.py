@@ -285,31 +285,53 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("scan", help="scan a drop through the whole flow and print its audit summary")
-    p.add_argument("drop")
-    p.add_argument("--upstream", action="append", default=[], metavar="PACKAGE@VERSION=ARCHIVE")
-    p.add_argument("--low-trust", action="append", default=[], metavar="PACKAGE")
-    p.add_argument("--supplier", default="local")
-    p.add_argument("--declare", action="append", default=[], metavar="PACKAGE@VERSION")
+    p.add_argument("drop", help="the drop archive (tar, tar.gz/bz2/xz/zst, zip, 7z ...)")
+    p.add_argument(
+        "--upstream",
+        action="append",
+        default=[],
+        metavar="PACKAGE@VERSION=ARCHIVE",
+        help="ingest this upstream release first (skipped when already in the database); repeatable",
+    )
+    p.add_argument(
+        "--low-trust",
+        action="append",
+        default=[],
+        metavar="PACKAGE",
+        help="mark this upstream package low-trust (its matches are reported as such); repeatable",
+    )
+    p.add_argument("--supplier", default="local", help="supplier name: the drop goes to drops/SUPPLIER/")
+    p.add_argument(
+        "--declare",
+        action="append",
+        default=[],
+        metavar="PACKAGE@VERSION",
+        help="a component the supplier says the drop holds (x-amz-meta-components); repeatable",
+    )
     p.add_argument(
         "--arch", help="the device's architecture (x-amz-meta-arch), e.g. mips: configurations must match"
     )
-    p.add_argument("--manifest-out", metavar="FILE")
+    p.add_argument("--manifest-out", metavar="FILE", help="write the result manifest (JSON) here")
     p.add_argument("--eml-dir", metavar="DIR", help="write the notification as an .eml file here")
-    p.add_argument("--timeout", type=float, default=3600.0)
+    p.add_argument(
+        "--timeout", type=float, default=3600.0, help="seconds to wait for the manifest (default 3600)"
+    )
     _add_target(p)
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("hash", help="the unpack stage alone: one JSON line per file")
-    p.add_argument("archive")
-    p.add_argument("--out", metavar="FILE")
-    p.add_argument("--quiet", "-q", action="store_true")
+    p.add_argument("archive", help="an archive file")
+    p.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    p.add_argument(
+        "--quiet", "-q", action="store_true", help="accepted for symmetry: hash prints only its records"
+    )
     p.set_defaults(func=cmd_hash)
 
     p = sub.add_parser("ingest", help="add an upstream release to the upstream database")
-    p.add_argument("archive")
-    p.add_argument("--package")
-    p.add_argument("--version")
-    p.add_argument("--trust", choices=[t.value for t in Trust])
+    p.add_argument("archive", help="the upstream release's archive, e.g. linux_6.1.176.orig.tar.xz")
+    p.add_argument("--package", help="package name (default: from the archive's name)")
+    p.add_argument("--version", help="version (default: from the archive's name)")
+    p.add_argument("--trust", choices=[t.value for t in Trust], help="the package's trust (new: high)")
     _add_target(p)
     p.set_defaults(func=cmd_ingest)
 
