@@ -192,8 +192,9 @@ class Split:
 
     ``stop`` is asked after each member of the top level (never before the first); once it says so,
     the walk ends there and ``offset`` is where the next member's headers start in the uncompressed
-    tar, ``codec`` the compressor before it (None: a plain tar). Other formats never stop: a zip could
-    be split by ranges of its central directory, a 7z or a compressor outside ``inflate.CODECS`` not.
+    tar, ``codec`` the compressor before it (None: a plain tar). Other formats never stop: a zip is
+    cut before its walk, by ranges of its central directory (:mod:`dropscan.zipsplit`); a 7z or a
+    compressor outside ``inflate.CODECS`` is not split.
     """
 
     stop: Callable[[Progress], bool]

@@ -19,7 +19,7 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger
 from boto3.s3.transfer import TransferConfig
 
-from dropscan import licenses, reports, triage
+from dropscan import licenses, reports, triage, zipsplit
 from dropscan.archive import ArchiveReadError, LimitExceeded, Nested, Progress, Split, walk, walk_nested
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
@@ -47,6 +47,7 @@ from dropscan.scans import (
     next_segment,
     now,
     part_closed,
+    segment,
     split_tag,
 )
 from dropscan.services import Services
@@ -309,8 +310,42 @@ def _unpack_object(
         "version_id": head.get("VersionId"),
         "name": parsed[1].rsplit("/", 1)[-1],
     }
-    _hash_into_chunks(svc, scan_id, source)
+    if not _split_zip(svc, scan_id, source, size):
+        _hash_into_chunks(svc, scan_id, source)
     return scan_id
+
+
+def _split_zip(svc: Services, scan_id: str, source: dict[str, Any], size: int) -> bool:
+    """Hand the ranges of a big zip upload to parts of their own; False if it is not one to split.
+
+    This invocation then reads the upload once, whole, for its size and SHA-256 (no member is walked
+    here), and closes the root part with no chunks of its own.
+    """
+    part_bytes = svc.settings.zip_part_mib << 20
+    if not svc.settings.unpack_queue_url or not part_bytes or size <= part_bytes:
+        return False
+    started = time.perf_counter()
+    view = zipsplit.RangedObject(svc.s3, source["bucket"], source["key"], source["version_id"], size)
+    ranges = zipsplit.plan(view, part_bytes)
+    if ranges is None or len(ranges) < 2:
+        return False
+    for zip_range in ranges:
+        part = segment(ROOT, zip_range.index)
+        message = {"scan_id": scan_id, "part": part, "source": source, "range": zip_range.to_json()}
+        svc.scans.open_part(scan_id, part)  # before the message: the scan waits for it
+        svc.sqs.send_message(
+            QueueUrl=svc.settings.unpack_queue_url, MessageBody=json.dumps({"part": message})
+        )
+    version = {"VersionId": source["version_id"]} if source.get("version_id") else {}
+    raw = HashingReader(svc.s3.get_object(Bucket=source["bucket"], Key=source["key"], **version)["Body"])
+    raw.drain()
+    done = svc.scans.close_part(
+        scan_id, ROOT, 0, seconds=time.perf_counter() - started, size=raw.size, sha256=raw.hexdigest()
+    )
+    if done:
+        send_finalize(svc, scan_id)
+    logger.info("split zip", extra={"parts": len(ranges), "bytes": raw.size, "reads": view.requests})
+    return True
 
 
 def _skip(stream: Any, count: int) -> None:
@@ -342,26 +377,30 @@ def _hash_into_chunks(
     source: dict[str, Any],
     part: str = ROOT,
     resume: dict[str, Any] | None = None,
+    zip_range: dict[str, Any] | None = None,
 ) -> None:
     """Stream the upload (or, ``resume``, the rest of it) through the walker into chunks; count them.
 
     A resumed segment reads the upload from its start again: it decompresses and drops what earlier
     segments walked (nothing hashed but the upload's own SHA-256), so that the segment that gets to
-    the end has read every byte of the upload and can tell its SHA-256.
+    the end has read every byte of the upload and can tell its SHA-256. A ``zip_range`` (of
+    :func:`_split_zip`) reads only its bytes of the upload, and never tells its SHA-256.
     """
     started = time.perf_counter()
     version = {"VersionId": source["version_id"]} if source.get("version_id") else {}
+    if zip_range:  # members from local header to local header: one stream, no seeking
+        version["Range"] = f"bytes={zip_range['start']}-{zip_range['end'] - 1}"
     raw = HashingReader(svc.s3.get_object(Bucket=source["bucket"], Key=source["key"], **version)["Body"])
     sender = ChunkSender(svc, scan_id, svc.settings.chunk_size, svc.settings.chunk_keys, part=part)
     parts = _part_sender(svc, scan_id, part, defer=False)
-    progress = Progress(*resume["spent"]) if resume else Progress()
+    progress = Progress(*(resume or zip_range or {}).get("spent", (0, 0)))
     spent = dataclasses.replace(progress)
     split = _budget(svc, started, progress)
     reason: str | None = None
     status = "scanning"
     is_known = lru_cache(maxsize=None)(svc.upstream().is_known)
     limits = svc.settings.walk_limits()
-    stream: Any = raw
+    stream: Any = zipsplit.Terminated(raw) if zip_range else raw
     if resume and resume["codec"]:
         stream = plain_stream(raw, resume["codec"])
     try:
@@ -415,8 +454,8 @@ def _hash_into_chunks(
         members=progress.members - spent.members,
         seconds=seconds,
         # only the segment that read the upload to its end has all of it in its digest
-        size=None if stopped else raw.size,
-        sha256=None if stopped else raw.hexdigest(),
+        size=None if stopped or zip_range else raw.size,
+        sha256=None if stopped or zip_range else raw.hexdigest(),
         reason=reason,
         status=status,
     )
@@ -444,7 +483,10 @@ def unpack_part(svc: Services, message: dict[str, Any]) -> str | None:
         return None
     logger.append_keys(scan_id=scan_id, part=part)
     if "resume" in message:  # the upload's walk, resumed where an earlier invocation stopped it
-        _hash_into_chunks(svc, scan_id, message["source"], part, message["resume"])
+        _hash_into_chunks(svc, scan_id, message["source"], part, resume=message["resume"])
+        return part
+    if "range" in message:  # members of a zip upload, a range of its central directory
+        _hash_into_chunks(svc, scan_id, message["source"], part, zip_range=message["range"])
         return part
     started = time.perf_counter()
     spent = Progress(*message["spent"])

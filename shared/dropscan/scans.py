@@ -1,9 +1,9 @@
 """The scans table: one item per upload, counting its parts and chunks so that exactly one stage finalises it.
 
 A scan is unpacked by one or more *parts*: the upload itself (``ROOT``), each nested archive fanned out to
-an invocation of its own (``<parent>.<member>``), each resumed segment of a split archive
-(``<part>+<k>``). Part ids are deterministic, so a redelivered part message is the same part. A part is
-*opened* (added to ``parts_open``) before its message is sent and *closed* once (added to
+an invocation of its own (``<parent>.<member>``), each resumed segment of a split tar or range of a
+split zip (``<part>+<k>``). Part ids are deterministic, so a redelivered part message is the same part.
+A part is *opened* (added to ``parts_open``) before its message is sent and *closed* once (added to
 ``parts_closed``, its chunk count added to ``chunks_total``); the scan is complete when every opened
 part is closed and ``chunks_done`` has reached ``chunks_total``. Each of those updates is conditional on
 the part or chunk not being counted yet, and DynamoDB serialises them: exactly one observes completion.
@@ -32,6 +32,11 @@ ROOT = "0"  # the part that unpacks the upload itself
 def child_part(parent: str, member: int) -> str:
     """The part of the nested archive that is member number ``member`` (0-based) of ``parent``'s walk."""
     return f"{parent}.{member}"
+
+
+def segment(part: str, k: int) -> str:
+    """Segment number ``k`` (from 1) of ``part``: a resumed walk of it, or a range of a split zip."""
+    return f"{part}+{k}"
 
 
 def next_segment(part: str) -> str:

@@ -43,6 +43,7 @@ class Settings:
     fan_out_mib: int = 64  # nested archives at least this big are unpacked by an invocation of their own
     unpack_budget_seconds: int = 600  # a top-level tar is walked this long, then resumed by another one
     unpack_budget_mib: int = 0  # ... or this many MiB of members (0: no byte budget)
+    zip_part_mib: int = 1024  # a zip upload bigger than this is walked in ranges of about this size
     scan_deadline_minutes: float = 60.0  # the sweeper's; see ScanDeadlineMinutes in template.yaml
     upload_dlq_url: str | None = None
 
@@ -82,6 +83,7 @@ class Settings:
             fan_out_mib=int(e.get("FAN_OUT_MIB", "64")),
             unpack_budget_seconds=int(e.get("UNPACK_BUDGET_SECONDS", "600")),
             unpack_budget_mib=int(e.get("UNPACK_BUDGET_MIB", "0")),
+            zip_part_mib=int(e.get("ZIP_PART_MIB", "1024")),
             scan_deadline_minutes=float(e.get("SCAN_DEADLINE_MINUTES", "60")),
             upload_dlq_url=e.get("UPLOAD_DLQ_URL") or None,
         )

@@ -72,11 +72,9 @@ def _timeout_reason(scan: ScanItem, at: datetime) -> str:
 def _dead_letter_reason(scan: ScanItem, at: datetime) -> str:
     unfinished = sorted(unfinished_parts(scan))
     if part_closed(scan, ROOT) and unfinished:
-        which = ", ".join(unfinished[:5])
-        return (
-            f"nested archive part {which} could not be unpacked: every delivery of its message failed "
-            "(dead-letter queue)"
-        )
+        # a segment (``0+k``) is a stretch of the upload itself: a resumed tar, a range of a zip
+        which = ", ".join(f"{'segment' if '+' in p else 'nested archive part'} {p}" for p in unfinished[:5])
+        return f"{which} could not be unpacked: every delivery of its message failed (dead-letter queue)"
     return "the upload could not be unpacked: every delivery of its event failed (dead-letter queue)"
 
 

@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 from conftest import FAST
 
+from dropscan import zipsplit
 from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.manifest import manifest_key, validate
 from dropscan.scans import ROOT, ScanItem
 from dropscan.services import current_services
 
 import bombs
-from builders import make_tar, tar_bytes
+from builders import make_tar, make_zip, tar_bytes
 from faults import Faults, key_contains, s3_error
 
 EVERY = {"FanOutMiB": "0"}  # every nested archive is a part of its own
@@ -196,3 +197,81 @@ def test_a_tar_split_by_the_byte_budget_gives_the_unsplit_manifest(tmp_path: Pat
     assert len(segments) >= 3 and segments[:3] == ["0+1", "0+2", "0+3"]
     assert split_scan.parts_open == split_scan.parts_closed
     assert whole_scan.parts_open == {ROOT}
+
+
+# ------------------------------------------------------------------ a zip split by its central directory
+def big_zip(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    files = {f"big/f{i:02d}.bin": os.urandom(100_000) for i in range(40)}  # 4 MB: four 1 MiB ranges
+    files["big/main.c"] = b"int main(void) { return 0; }\n" * 50
+    files["big/nested.tar.gz"] = tar_bytes({"n/a.c": b"int a;\n", "n/b.c": b"int b;\n"})
+    files["big/fixture.tar.bz2"] = FIXTURE  # known upstream: one file
+    return make_zip(tmp_path / "big.zip", files), files
+
+
+def test_a_zip_split_by_its_central_directory_gives_the_unsplit_manifest(tmp_path: Path) -> None:
+    drop, _ = big_zip(tmp_path)
+    split, split_scan = scan_with({"ZipPartMiB": "1"}, drop, tmp_path)
+    whole, whole_scan = scan_with({"ZipPartMiB": "0"}, drop, tmp_path)
+    assert split["files"] == whole["files"]
+    assert len(split["files"]) == 44  # 42 files, the nested tar's two members
+    files = {f["path"]: f for f in split["files"]}
+    assert "big/nested.tar.gz!/n/b.c" in files
+    assert files["big/fixture.tar.bz2"]["class"] == "identical"
+    assert split["status"] == whole["status"] == "complete"
+    assert split["source"]["sha256"] == whole["source"]["sha256"]
+    assert split["source"]["sha256"] == hashlib.sha256(drop.read_bytes()).hexdigest()
+    assert split["source"]["size"] == drop.stat().st_size
+    assert split_scan.parts_open == split_scan.parts_closed == {ROOT, "0+1", "0+2", "0+3", "0+4"}
+    assert whole_scan.parts_open == {ROOT}
+
+
+def test_a_limit_holds_across_the_ranges(tmp_path: Path) -> None:
+    drop, _ = big_zip(tmp_path)  # 44 entries, about 11 a range: 30 is passed only by the ranges together
+    split, _ = scan_with({"ZipPartMiB": "1", "MaxFiles": "30"}, drop, tmp_path)
+    whole, _ = scan_with({"ZipPartMiB": "0", "MaxFiles": "30"}, drop, tmp_path)
+    assert split["status"] == whole["status"] == "rejected"
+    assert "more than 30 archive members" in split["reason"]
+    assert "more than 30 archive members" in whole["reason"]
+
+
+def test_a_zip_whose_central_directory_is_damaged_is_walked_whole(tmp_path: Path) -> None:
+    drop, _ = big_zip(tmp_path)
+    data = bytearray(drop.read_bytes())
+    directory = data.rfind(b"PK\x05\x06")
+    data[directory : directory + 4] = b"XXXX"  # no end record: the central directory cannot be found
+    drop.write_bytes(bytes(data))
+    split, split_scan = scan_with({"ZipPartMiB": "1"}, drop, tmp_path)
+    whole, _ = scan_with({"ZipPartMiB": "0"}, drop, tmp_path)
+    assert split["files"] == whole["files"]
+    assert len(split["files"]) == 44  # the members, read from their local headers as a stream
+    assert split_scan.parts_open == {ROOT}
+
+
+def test_a_range_that_never_unpacks_is_given_up_by_the_sweeper(tmp_path: Path) -> None:
+    drop, _ = big_zip(tmp_path)
+    with drop.open("rb") as f:
+        ranges = zipsplit.plan(f, 1 << 20)
+    assert ranges is not None
+    second = f"bytes={ranges[1].start}-{ranges[1].end - 1}"
+    with embedded(parameters={**FAST, "ZipPartMiB": "1"}) as stack, Faults() as faults:
+        svc = current_services()
+        denied = s3_error("AccessDenied", 403)
+        faults.error(svc.s3, "GetObject", denied, times=None, when=lambda p: p.get("Range") == second)
+        _, scan_id = stack.client.upload_drop(drop, "acme")
+        assert stack.dispatcher.drain(timeout=90)
+        result = stack.dispatcher.run_scheduled(
+            "SweeperFunction", at=datetime.now(UTC) + timedelta(minutes=1)
+        )
+        assert result["dead_lettered"] == [scan_id], (result, svc.scans.get(scan_id).attribute_values)
+        assert stack.dispatcher.drain(timeout=60)
+        body = stack.client.s3.get_object(
+            Bucket=stack.names.results_bucket, Key=manifest_key("acme", scan_id)
+        )["Body"].read()
+        manifest = json.loads(body)
+        assert manifest["status"] == "failed"
+        assert manifest["reason"] == (
+            "segment 0+2 could not be unpacked: every delivery of its message failed (dead-letter queue)"
+        )
+        listed = {f["path"] for f in manifest["files"]}
+        assert "big/f00.bin" in listed and len(listed) == 44 - ranges[1].entries  # the other ranges
+        assert len(stack.mailbox.for_scan(scan_id)) == 1
