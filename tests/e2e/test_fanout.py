@@ -262,7 +262,7 @@ def test_a_range_that_never_unpacks_is_given_up_by_the_sweeper(tmp_path: Path) -
         result = stack.dispatcher.run_scheduled(
             "SweeperFunction", at=datetime.now(UTC) + timedelta(minutes=1)
         )
-        assert result["dead_lettered"] == [scan_id], (result, svc.scans.get(scan_id).attribute_values)
+        assert result["dead_lettered"] == [scan_id], (result, svc.scans.get(scan_id))
         assert stack.dispatcher.drain(timeout=60)
         body = stack.client.s3.get_object(
             Bucket=stack.names.results_bucket, Key=manifest_key("acme", scan_id)
