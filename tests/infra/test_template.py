@@ -194,3 +194,20 @@ def test_each_upload_prefix_notifies_its_queue(resources: dict[str, Any]) -> Non
     assert rules("DropsBucket") == [("prefix", "drops/")]
     assert rules("UpstreamBucket") == [("prefix", "upstream/")]
     assert rules("ResultsBucket") == [("prefix", "results/"), ("suffix", "manifest.json")]
+
+
+@pytest.mark.parametrize(("reserved", "expected"), [(None, None), ("25", 25)])
+def test_unpack_reserved_concurrency_is_set_only_when_asked_for(
+    reserved: str | None, expected: int | None
+) -> None:
+    from dropscan.local.embedded import embedded
+
+    parameters = {} if reserved is None else {"UnpackReservedConcurrency": reserved}
+    with embedded(parameters=parameters) as es:
+        lam = es.session.client("lambda")
+        unpack = es.stack.functions["UnpackFunction"].name
+        assert (
+            lam.get_function_concurrency(FunctionName=unpack).get("ReservedConcurrentExecutions") == expected
+        )
+        lookup = es.stack.functions["LookupFunction"].name
+        assert "ReservedConcurrentExecutions" not in lam.get_function_concurrency(FunctionName=lookup)
