@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from dropscan.local.embedded import embedded
 from dropscan.local.stack import project_root, translate
 
 
@@ -200,8 +201,6 @@ def test_each_upload_prefix_notifies_its_queue(resources: dict[str, Any]) -> Non
 def test_unpack_reserved_concurrency_is_set_only_when_asked_for(
     reserved: str | None, expected: int | None
 ) -> None:
-    from dropscan.local.embedded import embedded
-
     parameters = {} if reserved is None else {"UnpackReservedConcurrency": reserved}
     with embedded(parameters=parameters) as es:
         lam = es.session.client("lambda")
