@@ -201,6 +201,34 @@ def test_scancode_names_the_non_commercial_terms_and_reads_licence_texts() -> No
     assert component_license(sc.detect(gpl2, thorough=True)) == "GPL-2.0-only"
 
 
+@scancode
+def test_scancode_findings_far_apart_keep_the_lines_a_whole_text_detection_gives() -> None:
+    """Detection runs again within each group of matches: the same findings, at the file's own lines."""
+    from licensedcode.detection import detect_licenses
+
+    sc = detector("scancode")
+    body = "".join(f"static int f{i}(void) {{ return {i}; }}\n" for i in range(200))
+    text = (
+        "/*\n * Copyright (c) 2019 Acme\n *\n"
+        " * This program is free software; you can redistribute it and/or modify it under the terms of\n"
+        " * the GNU General Public License version 2 as published by the Free Software Foundation.\n */\n"
+        + body
+        + "/* Confidential and proprietary: for evaluation only. */\n"
+        + body
+        + 'MODULE_LICENSE("GPL");\nMODULE_AUTHOR("Acme");\n'
+    )
+    whole = [
+        (m.rule.license_expression, m.lines())
+        for d in detect_licenses(index=sc._index, query_string=text, approximate=False)  # type: ignore[attr-defined]
+        for m in d.matches
+    ]
+    found = [f for f in sc.detect(text) if f.source == "scancode"]
+    assert len(whole) >= 3  # the header, the notice in the middle and MODULE_LICENSE at the end
+    assert [(f.line, f.end_line) for f in found] == [lines for _, lines in whole]
+    lines = text.splitlines()
+    assert all(lines[f.line - 1].strip()[:20] in f.text for f in found)  # the evidence is those lines
+
+
 def test_a_triage_that_broke_is_recorded_and_never_reads_as_clean() -> None:
     from dropscan.triage import TriageReport, apply
 
