@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
 import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from multiprocessing.connection import Connection
 from typing import Any
 
 from license_expression import AND, OR, BaseSymbol, ExpressionError, LicenseWithExceptionSymbol
 
+from dropscan.forked import Forked
 from dropscan.licenses import RESTRICTED_CATEGORIES, Detector, LicenseFinding, spdx_licensing
 from dropscan.models import PREBUILT_KINDS
 
@@ -510,15 +509,6 @@ def _triage_some(
     ]
 
 
-def _worker(conn: Connection, *args: Any) -> None:
-    try:
-        conn.send(("ok", _triage_some(*args)))
-    except BaseException as e:  # the parent records it as the triage's error
-        conn.send(("error", f"{type(e).__name__}: {e}"))
-    finally:
-        conn.close()
-
-
 def _triage_all(
     jobs: list[_Job], content: Mapping[str, bytes], detector: Detector, declared: str | None, workers: int
 ) -> list[FileTriage]:
@@ -527,27 +517,9 @@ def _triage_all(
         return _triage_some(jobs, content, detector, declared)
     # interleaved shares, so that each worker gets big and small files alike
     shares = [jobs[i::workers] for i in range(workers)]
-    # Pipe and fork, not a Pool: Lambda has no /dev/shm for a Pool's semaphores
-    ctx = multiprocessing.get_context("fork")
-    children = []
-    for share in shares[1:]:
-        parent_end, child_end = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_worker, args=(child_end, share, content, detector, declared), daemon=True)
-        proc.start()
-        child_end.close()
-        children.append((proc, parent_end))
+    children = [Forked(_triage_some, share, content, detector, declared) for share in shares[1:]]
     results = [_triage_some(shares[0], content, detector, declared)]
-    for proc, conn in children:
-        try:
-            status, value = conn.recv()
-        except EOFError:
-            status, value = "error", "a triage worker died (out of memory?)"
-        finally:
-            conn.close()
-            proc.join()
-        if status != "ok":
-            raise RuntimeError(value)
-        results.append(value)
+    results += [child.result() for child in children]  # ForkedError: the triage records it
     ordered: list[FileTriage] = [FileTriage()] * len(jobs)
     for i, done in enumerate(results):
         ordered[i::workers] = done

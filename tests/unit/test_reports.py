@@ -25,7 +25,7 @@ from spdx_tools.spdx.validation.document_validator import validate_full_spdx_doc
 
 from dropscan.cli import main
 from dropscan.manifest import build_manifest, validate, verdict
-from dropscan.reports import FORMATS, render
+from dropscan.reports import FORMATS, render, render_all
 from dropscan.reports import html as html_report
 from dropscan.reports.spdx import build_document
 from dropscan.reports.view import components
@@ -462,3 +462,9 @@ def test_cli_report_on_a_bad_manifest_exits_2_with_one_line(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1 and message in captured.err and "Traceback" not in captured.err
+
+
+def test_reports_rendered_side_by_side_are_the_reports_rendered_one_by_one(sample: Manifest) -> None:
+    one_by_one = {fmt: render(sample, fmt) for fmt in FORMATS}
+    assert render_all(sample, FORMATS, workers=2) == one_by_one
+    assert list(render_all(sample, FORMATS, workers=2)) == list(FORMATS)  # in the order asked for

@@ -1,0 +1,88 @@
+"""Work done in a forked child process beside the caller's, its result sent back through a pipe."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class ForkedError(RuntimeError):
+    """The child raised, or died before it answered (out of memory?)."""
+
+
+class Forked(Generic[T]):
+    """``fn(*args)`` running in a child forked now; :meth:`result` waits for it and returns its value.
+
+    Pipe and fork, not a Pool: Lambda has no /dev/shm for a Pool's semaphores. The child shares the
+    parent's memory copy-on-write (a loaded licence index costs nothing to hand over), so ``fn`` must
+    not use what a fork does not carry: threads, or connections the parent goes on using (boto3
+    clients). The result must pickle.
+    """
+
+    def __init__(self, fn: Callable[..., T], *args: Any) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._conn, child_end = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_run, args=(child_end, fn, args), daemon=True)
+        self._proc.start()
+        child_end.close()
+
+    def __enter__(self) -> Forked[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """A result never asked for (the caller failed first): the child is stopped, not left behind."""
+        if self._proc.is_alive() or self._proc.exitcode is None:
+            self._proc.terminate()
+            self._proc.join()
+        self._conn.close()
+
+    def result(self) -> T:
+        try:
+            status, value = self._conn.recv()
+        except EOFError:
+            status, value = "error", "a forked worker died before it answered (out of memory?)"
+        finally:
+            self._conn.close()
+            self._proc.join()
+        if status != "ok":
+            raise ForkedError(value)
+        result: T = value
+        return result
+
+
+class Done(Generic[T]):
+    """A value already at hand, with the interface of :class:`Forked` (for the one-CPU path)."""
+
+    def __init__(self, value: T) -> None:
+        self._value = value
+
+    def __enter__(self) -> Done[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def result(self) -> T:
+        return self._value
+
+
+def _run(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    try:
+        conn.send(("ok", fn(*args)))
+    except BaseException as e:  # the parent raises it as ForkedError
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (a Lambda function gets one per 1,769 MB of memory)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
