@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 from license_expression import ExpressionError, Licensing, get_spdx_licensing
 
+from dropscan import heap
+
 #: ScanCode licence categories that grant no right to redistribute as part of a GPL product
 RESTRICTED_CATEGORIES = frozenset({"Commercial", "Proprietary Free", "Source-available", "Free Restricted"})
 
@@ -98,8 +100,9 @@ class ScancodeDetector:
     def __init__(self) -> None:
         from licensedcode.cache import get_index, get_licenses_db
 
-        self._index = get_index()
-        self._db = get_licenses_db()
+        with heap.building(keep=True):
+            self._index = get_index()
+            self._db = get_licenses_db()
         self.name = f"scancode-toolkit {_scancode_version()}"
 
     def detect(self, text: str, *, thorough: bool = False) -> list[LicenseFinding]:

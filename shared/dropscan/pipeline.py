@@ -18,7 +18,7 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger
 from boto3.s3.transfer import TransferConfig
 
-from dropscan import licenses, reports, triage, zipsplit
+from dropscan import heap, licenses, reports, triage, zipsplit
 from dropscan.archive import ArchiveReadError, LimitExceeded, Nested, Progress, Split, walk, walk_nested
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
@@ -664,15 +664,16 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     stats = CallStats()
     lookup_seconds = 0.0
     # the chunks counted done: all of them, unless the sweeper gave up on the scan
-    for result in _chunk_results(svc, scan_id, scan.done_chunks or ()):
-        records.extend(FileRecord.from_json(r) for r in result["records"])
-        known.update((d, info_from_json(v)) for d, v in result["known"].items())
-        stats.add(**result["dynamodb"])
-        lookup_seconds += result["seconds"]
-    db = svc.upstream()
-    packages = db.packages({p for info in known.values() for p in info.packages}) if known else {}
-    trust = {n: p.trust for n, p in packages.items()}
-    files = [file_entry(rec, known, trust) for rec in records]
+    with heap.building():  # a record and a file entry per member: 80,000 of each for a kernel
+        for result in _chunk_results(svc, scan_id, scan.done_chunks or ()):
+            records.extend(FileRecord.from_json(r) for r in result["records"])
+            known.update((d, info_from_json(v)) for d, v in result["known"].items())
+            stats.add(**result["dynamodb"])
+            lookup_seconds += result["seconds"]
+        db = svc.upstream()
+        packages = db.packages({p for info in known.values() for p in info.packages}) if known else {}
+        trust = {n: p.trust for n, p in packages.items()}
+        files = [file_entry(rec, known, trust) for rec in records]
     load = lru_cache(maxsize=64)(lambda p, v: load_release(svc.s3, svc.settings.upstream_bucket, p, v))
     by_component: dict[str, list[dict[str, Any]]] = {}
     for f in files:
@@ -745,7 +746,8 @@ def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
     started = time.perf_counter()
     bucket = svc.settings.results_bucket
     obj = svc.s3.get_object(Bucket=bucket, Key=message["key"])
-    manifest: dict[str, Any] = json.loads(gzip.decompress(obj["Body"].read()))
+    with heap.building():
+        manifest: dict[str, Any] = json.loads(gzip.decompress(obj["Body"].read()))
     key = manifest_key(manifest["supplier"], manifest["scan_id"])
     if object_exists(svc.s3, bucket, key):
         return None  # a redelivery after the manifest was written

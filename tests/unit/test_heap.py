@@ -1,0 +1,51 @@
+"""The collector is paused while big structures are built, and always given back as it was."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from dropscan import heap
+
+
+@pytest.fixture
+def collector() -> Iterator[None]:
+    was = gc.isenabled()
+    yield
+    gc.unfreeze()
+    (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.usefixtures("collector")
+def test_collection_is_paused_while_building_and_back_on_after() -> None:
+    gc.enable()
+    with heap.building():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector")
+def test_an_error_while_building_gives_the_collector_back() -> None:
+    gc.enable()
+    with pytest.raises(KeyError), heap.building():
+        raise KeyError("x")
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector")
+def test_a_collector_the_caller_had_paused_stays_paused() -> None:
+    gc.disable()
+    with heap.building():
+        pass
+    assert not gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector")
+def test_what_is_kept_is_frozen_out_of_later_collections() -> None:
+    gc.enable()
+    gc.unfreeze()
+    with heap.building(keep=True):
+        index = [{"token": i} for i in range(1000)]
+    assert gc.get_freeze_count() >= len(index)
