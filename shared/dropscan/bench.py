@@ -129,6 +129,7 @@ def bench_flow(upstream: tuple[str, str, Path], drop: Path, lookup_keys: int) ->
     from dropscan.dynamo import BatchTable
     from dropscan.local.embedded import embedded
     from dropscan.releases import release_report_key
+    from dropscan.upstream_db import LOOKUP_PROJECTION
 
     pkg, ver, archive = upstream
     with open(os.devnull, "w") as log, embedded(log_stream=log) as es:
@@ -148,11 +149,11 @@ def bench_flow(upstream: tuple[str, str, Path], drop: Path, lookup_keys: int) ->
         present = sorted({f["sha256"] for f in manifest["files"] if f["class"] == "identical"})
         keys = [{"pk": {"S": d}} for d in present[:lookup_keys]]
         t = time.perf_counter()
-        table.get_many(keys)
+        table.get_many(keys, projection=LOOKUP_PROJECTION)  # as a scan's lookups ask
         lookups_per_s = len(keys) / (time.perf_counter() - t)
         absent = [{"pk": {"S": f"{i:064x}"}} for i in range(len(keys))]
         t = time.perf_counter()
-        table.get_many(absent)
+        table.get_many(absent, projection=LOOKUP_PROJECTION)
         absent_per_s = len(absent) / (time.perf_counter() - t)
     files = report["files"]
     calls = report["dynamodb"]["batch_get_calls"] + report["dynamodb"]["batch_write_calls"]

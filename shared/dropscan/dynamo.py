@@ -6,10 +6,11 @@ retry UnprocessedKeys in a tight loop and one call at a time, so the batch paths
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -75,22 +76,27 @@ class BatchTable:
         self.concurrency = concurrency
         self.stats = stats or CallStats()
 
-    def get_many(self, keys: Sequence[RawItem]) -> list[RawItem]:
-        """Every existing item among ``keys`` (each a raw key map); order not kept."""
-        pages = list(_chunks(keys, BATCH_GET_LIMIT))
-        if len(pages) <= 1 or self.concurrency <= 1:
-            return [item for page in pages for item in self._get_page(page)]
-        with ThreadPoolExecutor(self.concurrency) as pool:
-            return [item for found in pool.map(self._get_page, pages) for item in found]
+    def get_many(
+        self, keys: Sequence[RawItem], *, projection: Mapping[str, Any] | None = None
+    ) -> list[RawItem]:
+        """Every existing item among ``keys`` (each a raw key map); order not kept.
 
-    def _get_page(self, keys: Sequence[RawItem]) -> list[RawItem]:
+        ``projection``: ProjectionExpression (and ExpressionAttributeNames) of what to read of each.
+        """
+        pages = list(_chunks(keys, BATCH_GET_LIMIT))
+        get = functools.partial(self._get_page, projection=projection or {})
+        if len(pages) <= 1 or self.concurrency <= 1:
+            return [item for page in pages for item in get(page)]
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            return [item for found in pool.map(get, pages) for item in found]
+
+    def _get_page(self, keys: Sequence[RawItem], projection: Mapping[str, Any]) -> list[RawItem]:
         found: list[RawItem] = []
         pending: list[RawItem] = list(keys)
         for attempt in range(MAX_ATTEMPTS):
+            request: Any = {"Keys": pending, **projection}
             resp: dict[str, Any] = dict(
-                self.client.batch_get_item(
-                    RequestItems={self.table: {"Keys": pending}}, ReturnConsumedCapacity="TOTAL"
-                )
+                self.client.batch_get_item(RequestItems={self.table: request}, ReturnConsumedCapacity="TOTAL")
             )
             self.stats.add(batch_get_calls=1, keys_requested=len(pending), consumed_rcu=_consumed(resp))
             found.extend(resp.get("Responses", {}).get(self.table, []))

@@ -38,8 +38,9 @@ def test_a_digest_item_is_its_key_and_one_json_value(dynamodb: Any) -> None:
     db.add_release("foo", "1.0", [FileDigests(A, K, A)])
     stored = items(dynamodb)
     assert set(stored[A]) == {"pk", "v"}
-    assert json.loads(stored[A]["v"]["S"]) == {"f": ["raw", "ws"], "p": {"foo": ["1.0"]}, "kw": K}
-    assert json.loads(stored[K]["v"]["S"]) == {"f": ["kw"], "p": {"foo": ["1.0"]}}
+    # v repeats the key: a lookup reads v alone
+    assert json.loads(stored[A]["v"]["S"]) == {"d": A, "f": ["raw", "ws"], "p": {"foo": ["1.0"]}, "kw": K}
+    assert json.loads(stored[K]["v"]["S"]) == {"d": K, "f": ["kw"], "p": {"foo": ["1.0"]}}
     db.add_release("foo", "2.0", [FileDigests(A, A, A)])
     info = db.lookup([A, B])
     assert set(info) == {A}
@@ -64,6 +65,28 @@ def test_items_of_the_earlier_layout_are_read_and_rewritten_on_the_next_merge(dy
     assert set(items(dynamodb)[A]) == {"pk", "v"}
     assert db.lookup([A])[A].packages == {"foo": VersionRange("0.9", "1.0")}
     assert db.merge_digests({A: ({"raw"}, {"foo": VersionRange("1.0", "1.0")})}) == 0
+
+
+def test_items_whose_value_lacks_the_key_are_read_whole_and_rewritten_on_the_next_merge(
+    dynamodb: Any,
+) -> None:
+    # as written before v held the key
+    dynamodb.put_item(
+        TableName="upstream", Item={"pk": {"S": A}, "v": {"S": '{"f":["raw"],"p":{"foo":["1.0"]}}'}}
+    )
+    dynamodb.put_item(
+        TableName="upstream", Item={"pk": {"S": K}, "v": {"S": json.dumps({"d": K, "f": ["kw"], "p": {}})}}
+    )
+    db = UpstreamDB(dynamodb, "upstream")
+    found = db.lookup([A, K, B])
+    assert found[A].packages == {"foo": VersionRange("1.0", "1.0")}
+    assert set(found) == {A, K}
+    assert db.stats.batch_get_calls == 2  # projected, then whole
+    assert db.merge_digests({A: ({"raw"}, {"foo": VersionRange("1.0", "1.0")})}) == 1
+    assert json.loads(items(dynamodb)[A]["v"]["S"])["d"] == A
+    calls = db.stats.batch_get_calls
+    assert set(db.lookup([A, K, B])) == {A, K}
+    assert db.stats.batch_get_calls == calls + 1  # every item holds its key now: one read
 
 
 def test_packages_are_listed_from_the_index_or_by_a_scan_of_an_older_table(dynamodb: Any) -> None:
