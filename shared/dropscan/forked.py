@@ -36,9 +36,9 @@ class Forked(Generic[T]):
 
     def __exit__(self, *exc: object) -> None:
         """A result never asked for (the caller failed first): the child is stopped, not left behind."""
-        if self._proc.is_alive() or self._proc.exitcode is None:
+        if self._proc.is_alive():
             self._proc.terminate()
-            self._proc.join()
+        self._proc.join()
         self._conn.close()
 
     def result(self) -> T:

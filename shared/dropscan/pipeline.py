@@ -751,8 +751,9 @@ def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
     key = manifest_key(manifest["supplier"], manifest["scan_id"])
     if object_exists(svc.s3, bucket, key):
         return None  # a redelivery after the manifest was written
+    workers = svc.settings.triage_workers or usable_cpus()
     if manifest["status"] == "complete":
-        _triage_into(svc, manifest)
+        _triage_into(svc, manifest, workers)
     manifest["reports"] = {
         fmt: report_key(manifest["supplier"], manifest["scan_id"], fmt) for fmt in REPORT_FORMATS
     }
@@ -760,7 +761,6 @@ def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
     seconds["triage"] = round(time.perf_counter() - started, 3)
     manifest["finished_at"] = now()
     rendering = time.perf_counter()
-    workers = svc.settings.triage_workers or usable_cpus()
     for fmt, text in reports.render_all(manifest, manifest["reports"], workers=workers).items():
         svc.s3.put_object(
             Bucket=bucket,
@@ -777,7 +777,7 @@ def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
     return key
 
 
-def _triage_into(svc: Services, manifest: dict[str, Any]) -> None:
+def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
     """Write the triage into the manifest; a triage that breaks is recorded, not retried forever.
 
     S3 errors propagate (the message returns and is retried); anything else (a detector crash, a
@@ -788,9 +788,8 @@ def _triage_into(svc: Services, manifest: dict[str, Any]) -> None:
         _download_drop(svc, manifest, spool)
         extracted = Extracted()
         try:
-            workers = svc.settings.triage_workers or usable_cpus()
             with _read_again(spool.name, triage.wanted_digests(manifest), beside=workers > 1) as reading:
-                # the licence index loads (3.6 s) while the drop is read again (5 s for a kernel)
+                # the licence index loads (2 s) while the drop is read again (5 s for a kernel)
                 detector = licenses.detector(svc.settings.triage_detector)
                 extracted = reading.result()
             found = triage.triage_manifest(

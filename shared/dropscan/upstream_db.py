@@ -95,13 +95,16 @@ class FileDigests:
 def digest_from_raw(raw: dict[str, Any]) -> tuple[str, DigestInfo, bool]:
     """(digest, info, whether the item is in the current layout) of a raw digest item.
 
-    A lookup asks for ``v`` alone (see :data:`LOOKUP_PROJECTION`), so the digest is read from it.
+    A lookup asks for ``v`` alone (see :data:`LOOKUP_PROJECTION`), so the digest is read from it;
+    KeyError when the item holds its digest nowhere (``pk`` not read, and ``v`` older than ``d``).
     """
     value = raw.get("v")
     if value is not None:  # the hot path of every lookup: no model object per item
         parsed = json.loads(value["S"])
         digest = parsed["d"] if "d" in parsed else raw["pk"]["S"]
         return digest, info_from_json(parsed), "d" in parsed
+    if "pk" not in raw:  # the earlier layout is only ever read whole
+        raise KeyError("pk")
     item = DigestItem.from_raw_data(raw)
     pkgs = item.pkgs.as_dict() if item.pkgs is not None else {}
     return (
@@ -176,11 +179,10 @@ class UpstreamDB:
 
     def _lookup_raw(self, digests: Iterable[str]) -> list[tuple[str, DigestInfo, bool]]:
         keys = [{"pk": {"S": d}} for d in sorted(set(digests))]
-        raws = self.batch.get_many(keys, projection=LOOKUP_PROJECTION)
-        if not all("d" in raw.get("v", {}).get("S", "") for raw in raws):
-            # a table written before ``v`` held the key: these items can only be read whole
-            raws = self.batch.get_many(keys)
-        return [digest_from_raw(raw) for raw in raws]
+        try:
+            return [digest_from_raw(raw) for raw in self.batch.get_many(keys, projection=LOOKUP_PROJECTION)]
+        except KeyError:  # a table written before ``v`` held the key: its items can only be read whole
+            return [digest_from_raw(raw) for raw in self.batch.get_many(keys)]
 
     def packages(self, names: Iterable[str] | None = None) -> dict[str, PackageInfo]:
         """Package items by name: the named ones, or all of them."""

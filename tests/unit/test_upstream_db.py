@@ -70,10 +70,9 @@ def test_items_of_the_earlier_layout_are_read_and_rewritten_on_the_next_merge(dy
 def test_items_whose_value_lacks_the_key_are_read_whole_and_rewritten_on_the_next_merge(
     dynamodb: Any,
 ) -> None:
-    # as written before v held the key
-    dynamodb.put_item(
-        TableName="upstream", Item={"pk": {"S": A}, "v": {"S": '{"f":["raw"],"p":{"foo":["1.0"]}}'}}
-    )
+    # as written before v held the key (its text has a "d" in it, but no key "d")
+    old = {"f": ["raw"], "p": {"foo": ["1.0"]}, "kw": "d" * 64}
+    dynamodb.put_item(TableName="upstream", Item={"pk": {"S": A}, "v": {"S": json.dumps(old)}})
     dynamodb.put_item(
         TableName="upstream", Item={"pk": {"S": K}, "v": {"S": json.dumps({"d": K, "f": ["kw"], "p": {}})}}
     )
