@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +84,7 @@ def cmd_scan(a: argparse.Namespace) -> int:
     if a.arch:
         metadata["arch"] = a.arch
     status = _progress(a.quiet)
-    with _stack(a) as (client, mailbox):
+    with _stack(a) as (client, mailbox, save_db_beside):
         for u in upstreams:
             with status(f"ingesting {u.package} {u.version} from {u.archive.name}…"):
                 client.ingest(
@@ -92,6 +92,7 @@ def cmd_scan(a: argparse.Namespace) -> int:
                 )
         for p in a.low_trust:
             client.set_trust(p, Trust.LOW)
+        save_db_beside()
         with status(f"scanning {drop.name}…"):
             key, scan_id = client.upload_drop(drop, a.supplier, metadata=metadata)
             manifest = client.wait_manifest(a.supplier, scan_id, timeout=a.timeout)
@@ -123,8 +124,11 @@ def cmd_scan(a: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _stack(a: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
-    """The client for the stack the options name: embedded (default), --endpoint-url or --stack."""
+def _stack(a: argparse.Namespace) -> Iterator[tuple[Any, Any, Callable[[], None]]]:
+    """The client for the stack the options name: embedded (default), --endpoint-url or --stack.
+
+    With it, its mailbox (embedded only) and what saves the embedded stack's database beside the caller.
+    """
     import boto3
 
     from dropscan.client import Client, StackNames
@@ -132,14 +136,14 @@ def _stack(a: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     if a.endpoint_url or a.stack:
         session = boto3.session.Session()
         names = StackNames.from_stack(session, a.stack or "dropscan-local", a.endpoint_url)
-        yield Client(session, names, endpoint_url=a.endpoint_url), None
+        yield Client(session, names, endpoint_url=a.endpoint_url), None, lambda: None
         return
     from dropscan.local.embedded import embedded
 
     logs = Path(a.data_dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with (logs / "functions.log").open("a") as log, embedded(log_stream=log, data_dir=Path(a.data_dir)) as es:
-        yield es.client, es.mailbox
+        yield es.client, es.mailbox, es.save_db_beside
 
 
 # ------------------------------------------------------------------ hash
@@ -178,7 +182,7 @@ def cmd_ingest(a: argparse.Namespace) -> int:
                 f"cannot tell package and version from {archive.name}: give --package and --version"
             )
         package, version = package or parsed[0], version or parsed[1]
-    with _stack(a) as (client, _):
+    with _stack(a) as (client, _, _):
         with _progress(a.quiet)(f"ingesting {package} {version}…"):
             client.ingest(archive, package, version, trust=Trust(a.trust) if a.trust else None)
         info = client.db.packages([package])[package]
@@ -196,7 +200,7 @@ def cmd_db(a: argparse.Namespace) -> int:
     from dropscan.releases import Release, save_release
     from dropscan.upstream_db import FileDigests
 
-    with _stack(a) as (client, _):
+    with _stack(a) as (client, _, _):
         bucket = client.names.upstream_bucket
         if a.db_command == "stats":
             print(json.dumps(client.db.stats_summary(), indent=1))

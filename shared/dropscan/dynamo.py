@@ -10,7 +10,7 @@ import functools
 import random
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -107,16 +107,20 @@ class BatchTable:
             _backoff(attempt)
         raise BatchError(f"{len(pending)} keys of {self.table} still unprocessed after {MAX_ATTEMPTS} tries")
 
-    def put_many(self, items: Sequence[RawItem]) -> None:
+    def put_many(self, items: Sequence[RawItem], *, before_page: Callable[[], None] | None = None) -> None:
+        """Write ``items``; ``before_page`` runs before each page (a lease check: it raises to stop)."""
         pages = list(_chunks(items, BATCH_WRITE_LIMIT))
+        put = functools.partial(self._put_page, before=before_page)
         if len(pages) <= 1 or self.concurrency <= 1:
             for page in pages:
-                self._put_page(page)
+                put(page)
             return
         with ThreadPoolExecutor(self.concurrency) as pool:
-            list(pool.map(self._put_page, pages))
+            list(pool.map(put, pages))
 
-    def _put_page(self, items: Sequence[RawItem]) -> None:
+    def _put_page(self, items: Sequence[RawItem], before: Callable[[], None] | None = None) -> None:
+        if before is not None:
+            before()
         pending: list[Any] = [{"PutRequest": {"Item": item}} for item in items]
         for attempt in range(MAX_ATTEMPTS):
             resp: dict[str, Any] = dict(

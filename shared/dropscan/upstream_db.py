@@ -9,15 +9,27 @@ A digest item keeps all that in one JSON string attribute ``v`` beside its key: 
 nested map of maps. That makes it about 120 bytes, and moto (whose response serializer costs per
 attribute value) reads it 2-3 times as fast as the earlier layout (``forms`` set + ``pkgs`` map), which
 is still read, and rewritten in the new layout whenever a merge touches it.
+
+Merging is read, widen, write: two writers merging the same digest at once (two packages ingested
+together share their licence texts) would each write back what it read plus its own range, and one
+range would be lost. BatchWriteItem takes no conditions, and per-item conditional writes run at a
+tenth of its rate on moto (TransactWriteItems copies the whole table per call there), so every merge
+holds the table's writer lease (:class:`WriterLease`, one item): merges run one at a time, lookups never
+wait.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
 from pynamodb.attributes import JSONAttribute, MapAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
@@ -32,6 +44,9 @@ PACKAGE_PREFIX = "package#"
 # one item naming every package, so that listing them reads two items rather than scanning the table
 PACKAGE_INDEX = "packages"
 FORMS = ("raw", "kw", "ws")
+# the writer lease's item; not a digest, so dumps and lookups never see it
+WRITER_LEASE = "lease#digests"
+_LEASE_KEY = {"pk": {"S": WRITER_LEASE}}
 
 
 class DigestItem(Model):
@@ -158,15 +173,169 @@ def release_entries(files: Iterable[FileDigests]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _merged(
+    digest: str,
+    new: tuple[set[str], Mapping[str, VersionRange]],
+    existing: Mapping[str, tuple[DigestInfo, bool]],
+    extra: Mapping[str, dict[str, str]] | None,
+) -> dict[str, Any] | None:
+    """The raw item ``digest`` becomes with ``new`` merged in; None when it already says all that."""
+    forms, ranges = new
+    old, current = existing.get(digest, (None, False))
+    merged_forms = set(forms) | (set(old.forms) if old else set())
+    merged = dict(old.packages) if old else {}
+    for pkg, rng in ranges.items():
+        prev = merged.get(pkg)
+        merged[pkg] = prev.widen(rng.lo).widen(rng.hi) if prev else rng
+    if old and current and merged_forms == old.forms and merged == dict(old.packages):
+        return None
+    value = info_to_json(DigestInfo(frozenset(merged_forms), merged))
+    value.update((extra or {}).get(digest, {}))
+    return digest_item(digest, value)
+
+
+class LeaseBusy(RuntimeError):
+    """Another writer held the lease for as long as this one would wait (retry later)."""
+
+
+class LeaseLost(RuntimeError):
+    """The lease ran out under this writer (it stalled past the lease time): stop writing, retry later."""
+
+
+@dataclass
+class WriterLease:
+    """The upstream table's writer lease: held by one merge at a time, renewed while held.
+
+    The item keeps ``owner`` and ``expires`` (epoch seconds) while held, and ``wrote`` once any merge
+    has written a digest item: a merge into a table no merge ever wrote to needs to read nothing first.
+    A writer that dies holding it (a Lambda timeout) blocks the others for at most ``lease_s``.
+    """
+
+    client: DynamoDBClient
+    table: str
+    lease_s: float = 60.0
+    owner: str = field(default_factory=lambda: uuid.uuid4().hex)
+    fresh: bool = False  # no digest item was ever written: nothing to read before writing
+    marked: bool = False  # the item says ``wrote`` already
+    _lost: threading.Event = field(default_factory=threading.Event)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def try_acquire(self) -> bool:
+        now = time.time()
+        try:
+            resp = self.client.update_item(
+                TableName=self.table,
+                Key=_LEASE_KEY,
+                UpdateExpression="SET #o = :me, #e = :exp",
+                ConditionExpression="attribute_not_exists(#o) OR #e < :now",
+                ExpressionAttributeNames={"#o": "owner", "#e": "expires"},
+                ExpressionAttributeValues={
+                    ":me": {"S": self.owner},
+                    ":exp": {"N": str(now + self.lease_s)},
+                    ":now": {"N": str(now)},
+                },
+                ReturnValues="ALL_OLD",
+            )
+        except ClientError as e:
+            if e.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        old = resp.get("Attributes") or {}
+        self.marked = "wrote" in old
+        # an item without ``wrote`` was made by a merge that wrote nothing, or by none (an older table)
+        self.fresh = not self.marked and self._only_the_lease()
+        return True
+
+    def _only_the_lease(self) -> bool:
+        """Whether the table holds nothing but this item (a table older than the lease may hold digests)."""
+        resp = self.client.scan(TableName=self.table, Limit=2, ProjectionExpression="pk")
+        items = resp.get("Items", [])
+        return "LastEvaluatedKey" not in resp and all(i["pk"]["S"] == WRITER_LEASE for i in items)
+
+    def _update(self, expression: str, values: dict[str, Any], *, names: dict[str, str]) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=_LEASE_KEY,
+                UpdateExpression=expression,
+                ConditionExpression="#o = :me",
+                ExpressionAttributeNames={"#o": "owner", **names},
+                ExpressionAttributeValues={":me": {"S": self.owner}, **values},
+            )
+        except ClientError as e:
+            if e.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                self._lost.set()
+                return False
+            raise
+        return True
+
+    def renew(self) -> bool:
+        return self._update(
+            "SET #e = :exp", {":exp": {"N": str(time.time() + self.lease_s)}}, names={"#e": "expires"}
+        )
+
+    def mark_written(self) -> None:
+        """Said before the first digest item is written, so that a merge that dies half-way still counts."""
+        if self.marked:
+            return
+        if not self._update("SET #w = :t", {":t": {"BOOL": True}}, names={"#w": "wrote"}):
+            raise LeaseLost(f"the writer lease of {self.table} ran out")
+        self.marked = True
+
+    def check(self) -> None:
+        if self._lost.is_set():
+            raise LeaseLost(f"the writer lease of {self.table} ran out")
+
+    def release(self) -> None:
+        self._update("REMOVE #o, #e", {}, names={"#e": "expires"})
+
+    @contextmanager
+    def held(self, *, wait_s: float = 300.0) -> Iterator[WriterLease]:
+        """Wait up to ``wait_s`` for the lease (LeaseBusy past that), renew it while the block runs."""
+        deadline = time.monotonic() + wait_s
+        attempt = 0
+        while not self.try_acquire():
+            if time.monotonic() > deadline:
+                raise LeaseBusy(f"the writer lease of {self.table} stayed taken for {wait_s:.0f} s")
+            time.sleep(min(2.0, 0.05 * 2**attempt))
+            attempt += 1
+        beat = threading.Thread(target=self._heartbeat, name="writer-lease", daemon=True)
+        beat.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            beat.join()
+            if not self._lost.is_set():
+                self.release()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.lease_s / 3):
+            if not self.renew():
+                return
+
+
 class UpstreamDB:
     """Everything the stages ask of the upstream table, and nothing about how DynamoDB does it."""
 
     def __init__(
-        self, client: DynamoDBClient, table: str, *, concurrency: int = 4, stats: CallStats | None = None
+        self,
+        client: DynamoDBClient,
+        table: str,
+        *,
+        concurrency: int = 4,
+        stats: CallStats | None = None,
+        lease_s: float = 60.0,
+        lease_wait_s: float = 300.0,
     ) -> None:
+        """``lease_s``: how long the writer lease outlives a writer that stopped renewing it;
+        ``lease_wait_s``: how long a merge waits for it (then LeaseBusy: the message comes back later).
+        """
         self.client = client
         self.table = table
         self.batch = BatchTable(client, table, concurrency=concurrency, stats=stats)
+        self.lease_s = lease_s
+        self.lease_wait_s = lease_wait_s
 
     @property
     def stats(self) -> CallStats:
@@ -245,22 +414,19 @@ class UpstreamDB:
         *,
         extra: Mapping[str, dict[str, str]] | None = None,
     ) -> int:
-        """Widen forms and version ranges of ``digests``; write only the items that change."""
-        existing = {d: (info, current) for d, info, current in self._lookup_raw(digests)}
-        changed: list[dict[str, Any]] = []
-        for digest, (forms, ranges) in digests.items():
-            old, current = existing.get(digest, (None, False))
-            merged_forms = set(forms) | (set(old.forms) if old else set())
-            merged = dict(old.packages) if old else {}
-            for pkg, rng in ranges.items():
-                prev = merged.get(pkg)
-                merged[pkg] = prev.widen(rng.lo).widen(rng.hi) if prev else rng
-            if old and current and merged_forms == old.forms and merged == dict(old.packages):
-                continue
-            value = info_to_json(DigestInfo(frozenset(merged_forms), merged))
-            value.update((extra or {}).get(digest, {}))
-            changed.append(digest_item(digest, value))
-        self.batch.put_many(changed)
+        """Widen forms and version ranges of ``digests``; write only the items that change.
+
+        Holds the writer lease from the read to the last write (see the module's docstring).
+        """
+        with WriterLease(self.client, self.table, self.lease_s).held(wait_s=self.lease_wait_s) as lease:
+            # a table no merge ever wrote to (a first ingest, a database loaded from a dump) has nothing
+            # to read: 80,000 absent keys are 2.7 s of a kernel's ingest on moto
+            existing = {} if lease.fresh else {d: (i, c) for d, i, c in self._lookup_raw(digests)}
+            changed = [item for d, v in digests.items() if (item := _merged(d, v, existing, extra))]
+            lease.check()
+            if changed:
+                lease.mark_written()
+                self.batch.put_many(changed, before_page=lease.check)
         return len(changed)
 
     def register(self, package: str, version: str, trust: Trust | None) -> None:

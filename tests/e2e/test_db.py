@@ -41,6 +41,20 @@ def test_a_release_ingested_once_serves_later_scans(
     assert scan_classes(drop_archive, tmp_path / "data", tmp_path) == EXPECTED_CLASSES
 
 
+def test_a_scan_saves_the_releases_it_ingested_for_the_next_scan(
+    tmp_path: Path, upstream_archive: Path, drop_archive: Path
+) -> None:
+    # Given a scan that ingests its upstream first (the database is saved beside the scan, by a child)
+    data = tmp_path / "data"
+    out = tmp_path / "first.json"
+    argv = ["scan", str(drop_archive), "--upstream", f"foo@1.0={upstream_archive}", "--supplier", "acme"]
+    assert main([*argv, "--quiet", "--data-dir", str(data), "--manifest-out", str(out)]) == 0
+    assert (data / "upstream-db.jsonl.gz").is_file()
+    assert not (data / "upstream-db.jsonl.gz.tmp").exists()
+    # When the next scan names no upstream, Then it finds the release all the same
+    assert scan_classes(drop_archive, data, tmp_path) == EXPECTED_CLASSES
+
+
 def test_trust_changes_without_reingesting(
     tmp_path: Path, upstream_archive: Path, drop_archive: Path
 ) -> None:

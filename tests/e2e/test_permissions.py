@@ -178,6 +178,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
 def _scenario(stack: EmbeddedStack, faults: Faults, tmp_path: Path) -> None:
     svc, client, dispatcher = current_services(), stack.client, stack.dispatcher
     client.ingest(make_tar(tmp_path / "foo-1.0.tar.gz", UPSTREAM_FILES), "foo", "1.0")
+    # the first merge into the table reads nothing first; the second reads what the first wrote
+    client.ingest(make_tar(tmp_path / "foo-1.1.tar.gz", UPSTREAM_FILES), "foo", "1.1")
 
     # chunk 0: the foo files, a nested archive and enough long paths to go to S3; chunk 1: the rest
     long = {f"big/{'sub-directory/' * 14}file{i:04d}.txt": f"{i}\n".encode() for i in range(1000)}

@@ -1,9 +1,13 @@
-"""The upstream table's digest items: the two-attribute layout, and the earlier one still read."""
+"""The upstream table's digest items: their layout, the earlier one still read, the writer lease."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
@@ -11,7 +15,15 @@ import pytest
 from moto import mock_aws
 
 from dropscan.models import Trust
-from dropscan.upstream_db import FileDigests, UpstreamDB, VersionRange
+from dropscan.upstream_db import (
+    WRITER_LEASE,
+    FileDigests,
+    LeaseBusy,
+    LeaseLost,
+    UpstreamDB,
+    VersionRange,
+    WriterLease,
+)
 
 A, B, K = "a" * 64, "b" * 64, "c" * 64
 
@@ -97,3 +109,77 @@ def test_packages_are_listed_from_the_index_or_by_a_scan_of_an_older_table(dynam
     dynamodb.delete_item(TableName="upstream", Key={"pk": {"S": "packages"}})  # as written before the index
     assert sorted(db.packages()) == ["bar", "foo"]
     assert db.packages()["bar"].trust is Trust.LOW
+
+
+# ---------------------------------------------------------------- the writer lease
+def digests_of(n: int) -> list[str]:
+    return [hashlib.sha256(str(i).encode()).hexdigest() for i in range(n)]
+
+
+def test_merges_at_once_keep_every_package_range(dynamodb: Any) -> None:
+    # Given four packages that share 300 files (licence texts, say), ingested at the same moment
+    shared_files = [FileDigests(d, d, d) for d in digests_of(300)]
+    barrier = threading.Barrier(4)
+
+    def ingest(package: str) -> None:
+        db = UpstreamDB(dynamodb, "upstream", concurrency=2)
+        barrier.wait()
+        for version in ("1.0", "2.0"):
+            db.add_release(package, version, shared_files)
+
+    # When they all merge at once
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(ingest, ["p0", "p1", "p2", "p3"]))
+
+    # Then every digest holds all four ranges: no merge wrote over another's
+    found = UpstreamDB(dynamodb, "upstream").lookup(digests_of(300))
+    assert len(found) == 300
+    want = {p: VersionRange("1.0", "2.0") for p in ("p0", "p1", "p2", "p3")}
+    assert all(info.packages == want for info in found.values())
+
+
+def test_a_merge_waits_for_the_lease_and_gives_up_with_lease_busy(dynamodb: Any) -> None:
+    holder = WriterLease(dynamodb, "upstream", lease_s=60)
+    assert holder.try_acquire()
+    db = UpstreamDB(dynamodb, "upstream", lease_wait_s=0.3)
+    with pytest.raises(LeaseBusy):
+        db.add_release("foo", "1.0", [FileDigests(A, A, A)])
+    assert db.lookup([A]) == {}
+    holder.release()
+    db.add_release("foo", "1.0", [FileDigests(A, A, A)])
+    assert set(db.lookup([A])) == {A}
+
+
+def test_a_lease_left_by_a_dead_writer_is_taken_once_it_runs_out(dynamodb: Any) -> None:
+    dead = WriterLease(dynamodb, "upstream", lease_s=0.2)
+    assert dead.try_acquire()  # and never renewed nor released
+    assert not WriterLease(dynamodb, "upstream").try_acquire()
+    time.sleep(0.3)
+    db = UpstreamDB(dynamodb, "upstream", lease_wait_s=5)
+    db.add_release("foo", "1.0", [FileDigests(A, A, A)])
+    assert set(db.lookup([A])) == {A}
+    # the dead writer finds out at its next renewal and must stop writing
+    assert not dead.renew()
+    with pytest.raises(LeaseLost):
+        dead.check()
+
+
+def test_a_table_never_written_is_merged_without_reading_it_first(dynamodb: Any) -> None:
+    db = UpstreamDB(dynamodb, "upstream")
+    db.add_release("foo", "1.0", [FileDigests(A, K, A)])
+    assert db.stats.batch_get_calls == 0
+    db.add_release("bar", "1.0", [FileDigests(A, A, A)])
+    assert db.stats.batch_get_calls == 1  # the second merge reads what the first wrote
+    assert db.lookup([A])[A].packages == {
+        "foo": VersionRange("1.0", "1.0"),
+        "bar": VersionRange("1.0", "1.0"),
+    }
+
+
+def test_a_table_written_before_the_lease_existed_is_read_before_merging(dynamodb: Any) -> None:
+    UpstreamDB(dynamodb, "upstream").add_release("foo", "1.0", [FileDigests(A, A, A)])
+    dynamodb.delete_item(TableName="upstream", Key={"pk": {"S": WRITER_LEASE}})  # as an older table
+    db = UpstreamDB(dynamodb, "upstream")
+    db.add_release("bar", "1.0", [FileDigests(A, A, A)])
+    assert db.stats.batch_get_calls == 1
+    assert set(db.lookup([A])[A].packages) == {"foo", "bar"}
