@@ -110,8 +110,10 @@ def cmd_scan(a: argparse.Namespace) -> int:
 
                 write_eml(notes[0], Path(a.eml_dir), scan_id)
         if a.manifest_out:
+            from dropscan.manifest import to_json
+
             out = Path(a.manifest_out)
-            out.write_text(json.dumps(manifest, indent=1))
+            out.write_text(to_json(manifest))
             # the reports triage wrote (rendering an 80,000-file SPDX document again takes a minute)
             client.download_reports(manifest, out.parent)
     if not a.quiet:

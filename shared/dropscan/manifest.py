@@ -105,3 +105,20 @@ def validate(manifest: Mapping[str, Any]) -> None:
     import jsonschema
 
     jsonschema.validate(manifest, schema())
+
+
+def to_json(manifest: Mapping[str, Any]) -> str:
+    """The manifest as JSON text: a line per top-level key, and a line per element of its lists.
+
+    Readable and greppable (a file a line), and written by json's C encoder: ``indent`` makes json fall
+    back to its pure-Python encoder, 1.9 s for a kernel manifest (80,000 files) on the critical path.
+    """
+    compact = json.JSONEncoder(separators=(",", ":")).encode
+    lines = []
+    for key, value in manifest.items():
+        if isinstance(value, list) and value:
+            items = ",\n  ".join(compact(v) for v in value)
+            lines.append(f"{compact(key)}:[\n  {items}\n ]")
+        else:
+            lines.append(f"{compact(key)}:{compact(value)}")
+    return "{\n " + ",\n ".join(lines) + "\n}\n"

@@ -27,7 +27,7 @@ from dropscan.extract import Extracted, contents_by_digest
 from dropscan.forked import Done, Forked, usable_cpus
 from dropscan.idempotency import once
 from dropscan.inflate import PlainStream, plain_stream
-from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key
+from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key, to_json
 from dropscan.models import FileRecord, Trust
 from dropscan.releases import (
     Release,
@@ -771,7 +771,7 @@ def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
     seconds["reports"] = round(time.perf_counter() - rendering, 3)  # the manifest's own, not in the reports
     # written last: its creation is what fires the notification
     svc.s3.put_object(
-        Bucket=bucket, Key=key, Body=json.dumps(manifest, indent=1).encode(), ContentType="application/json"
+        Bucket=bucket, Key=key, Body=to_json(manifest).encode(), ContentType="application/json"
     )
     svc.scans.set_status(manifest["scan_id"], manifest["status"])
     return key

@@ -24,7 +24,7 @@ from spdx_tools.spdx.parser.json import json_parser
 from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
 
 from dropscan.cli import main
-from dropscan.manifest import build_manifest, validate, verdict
+from dropscan.manifest import build_manifest, to_json, validate, verdict
 from dropscan.reports import FORMATS, render, render_all
 from dropscan.reports import html as html_report
 from dropscan.reports.spdx import build_document
@@ -468,3 +468,12 @@ def test_reports_rendered_side_by_side_are_the_reports_rendered_one_by_one(sampl
     one_by_one = {fmt: render(sample, fmt) for fmt in FORMATS}
     assert render_all(sample, FORMATS, workers=2) == one_by_one
     assert list(render_all(sample, FORMATS, workers=2)) == list(FORMATS)  # in the order asked for
+
+
+def test_a_manifest_is_written_a_file_a_line_and_reads_back_the_same(sample: Manifest) -> None:
+    sample["files"][0]["path"] = "busybox-1.35.0-acme/caf\udce9.c"  # a name that was not UTF-8
+    text = to_json(sample)
+    assert json.loads(text) == sample
+    lines = text.splitlines()
+    assert sum(line.lstrip().startswith('{"path":') for line in lines) == len(sample["files"])
+    assert text.encode()  # every character encodes: undecodable names stay escaped
