@@ -78,6 +78,7 @@ class Client:
         *,
         pump: Pump = poll,
         endpoint_url: str | None = None,
+        db_concurrency: int = 4,
     ) -> None:
         self.names = names
         self.pump = pump
@@ -86,7 +87,8 @@ class Client:
         # drop took 53 s to upload to the embedded stack, 2.4 s without)
         upload = Config(request_checksum_calculation="when_required")
         self.s3 = session.client("s3", endpoint_url=endpoint_url, config=upload)
-        self.db = UpstreamDB(session.client("dynamodb", endpoint_url=endpoint_url), names.upstream_table)
+        dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
+        self.db = UpstreamDB(dynamodb, names.upstream_table, concurrency=db_concurrency)
         self.changed = False  # whether this client altered the upstream database
 
     def set_trust(self, package: str, trust: Trust) -> None:

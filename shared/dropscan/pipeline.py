@@ -770,9 +770,7 @@ def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
         )
     seconds["reports"] = round(time.perf_counter() - rendering, 3)  # the manifest's own, not in the reports
     # written last: its creation is what fires the notification
-    svc.s3.put_object(
-        Bucket=bucket, Key=key, Body=to_json(manifest).encode(), ContentType="application/json"
-    )
+    svc.s3.put_object(Bucket=bucket, Key=key, Body=to_json(manifest).encode(), ContentType="application/json")
     svc.scans.set_status(manifest["scan_id"], manifest["status"])
     return key
 

@@ -71,7 +71,9 @@ class Services:
 
     def upstream(self) -> UpstreamDB:
         """A fresh view of the upstream table, with its own call counts."""
-        return UpstreamDB(self.dynamodb, self.settings.upstream_table)
+        return UpstreamDB(
+            self.dynamodb, self.settings.upstream_table, concurrency=self.settings.dynamodb_concurrency
+        )
 
 
 @cache

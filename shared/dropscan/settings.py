@@ -46,6 +46,7 @@ class Settings:
     zip_part_mib: int = 1024  # a zip upload bigger than this is walked in ranges of about this size
     scan_deadline_minutes: float = 60.0  # the sweeper's; see ScanDeadlineMinutes in template.yaml
     upload_dlq_url: str | None = None
+    dynamodb_concurrency: int = 4  # batch calls in flight at once on the upstream table
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -86,6 +87,7 @@ class Settings:
             zip_part_mib=int(e.get("ZIP_PART_MIB", "1024")),
             scan_deadline_minutes=float(e.get("SCAN_DEADLINE_MINUTES", "60")),
             upload_dlq_url=e.get("UPLOAD_DLQ_URL") or None,
+            dynamodb_concurrency=int(e.get("DYNAMODB_CONCURRENCY", "4")),
         )
 
     def walk_limits(self) -> Limits:

@@ -125,13 +125,15 @@ class EmbeddedStack:
 
 
 #: one process runs the functions one after another, so a redelivery can never overlap its first run;
-#: short timeouts let a crashed invocation's messages come back in seconds rather than minutes
-#: and triage uses every core of the machine
+#: short timeouts let a crashed invocation's messages come back in seconds rather than minutes;
+#: triage uses every core of the machine; one DynamoDB call at a time, as moto answers under this
+#: process's GIL anyway
 LOCAL_PARAMETERS = {
     "QueueVisibilityTimeout": "30",
     "StageVisibilityTimeout": "10",
     "FunctionTimeout": "30",
     "TriageWorkers": "0",
+    "DynamoDBConcurrency": "1",
 }
 
 #: scheduled functions (the sweeper) run this often locally, whatever their rule's rate
@@ -183,7 +185,9 @@ def embedded(
             )
             names = StackNames.from_outputs(stack.outputs)
             mailbox = Mailbox.subscribe(session, names.topic_arn, f"{stack.name}-mailbox")
-            client = Client(session, names, pump=lambda done, t: dispatcher.run_until(done, timeout=t))
+            client = Client(
+                session, names, pump=lambda done, t: dispatcher.run_until(done, timeout=t), db_concurrency=1
+            )
             s3 = session.client("s3")
             if data_dir is not None:
                 _load_db(client, s3, data_dir)
