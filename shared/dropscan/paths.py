@@ -5,12 +5,18 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import unicodedata
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-__all__ = ["MAX_PATH", "Names", "escape", "unescape"]
+if TYPE_CHECKING:
+    from dropscan.models import FileRecord
+
+__all__ = ["DUPLICATE_NOTE", "MAX_PATH", "Names", "distinct", "escape", "unescape"]
 
 #: longer member names (after escaping) are shortened: PATH_MAX on Linux, and far beyond any real tree
 MAX_PATH = 4096
 _SHORT_TAIL = 17  # "…" and 16 hex digits of the name's SHA-256, so shortened names stay distinct
+DUPLICATE_NOTE = "duplicate: an earlier member has the same path once normalised; renamed"
 
 
 def escape(raw: bytes) -> tuple[str, bool]:
@@ -108,16 +114,21 @@ class Names:
         if not text:
             text = "(no name)"
             notes.append("member has no name")
-        path = prefix + text
+        path, note = self.claim(prefix + text)
+        return path, [*notes, note] if note else notes
+
+    def claim(self, path: str) -> tuple[str, str | None]:
+        """``path``, renamed when an earlier one is the same once normalised; the note saying so."""
         key = _key(path)
+        note = None
         if key in self._seen:
             number = 2
             while (key := _key(f"{path} (duplicate {number})")) in self._seen:
                 number += 1
-            notes.append("duplicate: an earlier member has the same path once normalised; renamed")
+            note = DUPLICATE_NOTE
             path = f"{path} (duplicate {number})"
         self._seen.add(key)
-        return path, notes
+        return path, note
 
     @staticmethod
     def target(path: str, raw: bytes) -> tuple[str, list[str]]:
@@ -132,6 +143,22 @@ class Names:
         elif _escapes_root(posixpath.join(posixpath.dirname(path.rsplit("!/", 1)[-1]), text)):
             notes.append("link target leaves the archive")
         return text, notes
+
+
+def distinct(records: list[FileRecord]) -> int:
+    """Rename, in place, records that repeat an earlier record's path; returns how many.
+
+    Each part of a split upload tells apart only its own members; finalize, reading the parts in
+    walk order, calls this so that two segments never give one path to two files.
+    """
+    names = Names()
+    renamed = 0
+    for i, rec in enumerate(records):
+        path, note = names.claim(rec.path)
+        if note:
+            records[i] = replace(rec, path=path, note="; ".join(n for n in (rec.note, note) if n))
+            renamed += 1
+    return renamed
 
 
 def _brief(text: str) -> str:

@@ -29,6 +29,7 @@ from dropscan.idempotency import once
 from dropscan.inflate import PlainStream, plain_stream
 from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key, to_json
 from dropscan.models import FileRecord, Trust
+from dropscan.paths import distinct
 from dropscan.releases import (
     Release,
     load_release,
@@ -49,6 +50,7 @@ from dropscan.scans import (
     part_closed,
     segment,
     split_tag,
+    walk_order,
 )
 from dropscan.services import Services
 from dropscan.summary import body, message_attributes, subject
@@ -640,7 +642,8 @@ def object_exists(s3: Any, bucket: str, key: str) -> bool:
 
 
 def _chunk_results(svc: Services, scan_id: str, tags: Iterable[str]) -> Iterator[dict[str, Any]]:
-    for part, seq in sorted(split_tag(t) for t in tags):
+    """The chunk results, in the order one walk of the upload would have met their members."""
+    for part, seq in (split_tag(t) for t in sorted(tags, key=walk_order)):
         key = work_key(scan_id, "results", seq, part)
         obj = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=key)
         yield json.loads(gzip.decompress(obj["Body"].read()))
@@ -670,6 +673,8 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
             known.update((d, info_from_json(v)) for d, v in result["known"].items())
             stats.add(**result["dynamodb"])
             lookup_seconds += result["seconds"]
+        if len(scan.parts_open or ()) > 1:
+            distinct(records)  # each part told apart only its own members' paths
         db = svc.upstream()
         packages = db.packages({p for info in known.values() for p in info.packages}) if known else {}
         trust = {n: p.trust for n, p in packages.items()}

@@ -56,6 +56,16 @@ def split_tag(tag: str) -> tuple[str, int]:
     return part or ROOT, int(seq)
 
 
+def walk_order(tag: str) -> tuple[tuple[int, ...], int]:
+    """Sort key of a chunk id: the order the members would have in one walk of the upload.
+
+    Numeric, not textual (``0+10`` comes after ``0+2``), and ``+`` segments after the part they
+    resume (``0`` < ``0+1``); nested parts (``0.3``) hold their own paths, so where they fall is moot.
+    """
+    part, seq = split_tag(tag)
+    return tuple(int(n) for n in part.replace("+", ".").split(".")), seq
+
+
 class OpenScans(GlobalSecondaryIndex["ScanItem"]):
     """Sparse: only scans still holding ``pending``, by creation time (the sweeper's query)."""
 

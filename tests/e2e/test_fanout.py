@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import os
+import tarfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -197,6 +199,30 @@ def test_a_tar_split_by_the_byte_budget_gives_the_unsplit_manifest(tmp_path: Pat
     assert len(segments) >= 3 and segments[:3] == ["0+1", "0+2", "0+3"]
     assert split_scan.parts_open == split_scan.parts_closed
     assert whole_scan.parts_open == {ROOT}
+
+
+def test_a_path_repeated_in_two_segments_is_renamed_as_in_one_walk(tmp_path: Path) -> None:
+    # Given a tar whose first and last members have the same name, split into segments by the budget
+    drop = tmp_path / "dup.tar"
+    with tarfile.open(drop, "w") as tar:
+        members = [("big/dup.c", b"int first;\n")]
+        members += [(f"big/f{i:02d}.bin", os.urandom(100_000)) for i in range(30)]
+        members += [("big/dup.c", b"int second;\n")]
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    # When it is scanned split and whole
+    split, split_scan = scan_with({"UnpackBudgetMiB": "1"}, drop, tmp_path)
+    whole, _ = scan_with({}, drop, tmp_path)
+    # Then the second copy gets the name one walk gives it, and the two manifests agree
+    assert len([p for p in split_scan.parts_open or () if "+" in p]) >= 2
+    assert split["files"] == whole["files"]
+    paths = [f["path"] for f in split["files"]]
+    assert len(paths) == len(set(paths)) == 32
+    renamed = {f["path"]: f for f in split["files"]}["big/dup.c (duplicate 2)"]
+    assert renamed["sha256"] == hashlib.sha256(b"int second;\n").hexdigest()
+    assert "duplicate" in renamed["note"]
 
 
 # ------------------------------------------------------------------ a zip split by its central directory

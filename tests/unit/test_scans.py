@@ -21,6 +21,7 @@ from dropscan.scans import (
     next_segment,
     part_closed,
     split_tag,
+    walk_order,
 )
 
 UPLOAD = Upload("drops", "drops/acme/x.tar", "e1", None, "acme", {})
@@ -171,3 +172,8 @@ def test_exactly_one_update_sees_the_scan_complete_whatever_the_order(store: Sca
     assert store.claim_finalize("s", "m-1")
     kind, arg = seen[0]
     assert not (store.chunk_done("s", arg) if kind == "chunk" else store.close_part("s", *arg))
+
+
+def test_chunks_are_read_back_in_the_order_one_walk_meets_them() -> None:
+    tags = ["0+10/0", "0+2/1", "1", "0+2/0", "0", "0+1/0", "10", "2"]
+    assert sorted(tags, key=walk_order) == ["0", "1", "2", "10", "0+1/0", "0+2/0", "0+2/1", "0+10/0"]
