@@ -118,10 +118,17 @@ class BatchTable:
         with ThreadPoolExecutor(self.concurrency) as pool:
             list(pool.map(put, pages))
 
+    def delete_many(self, keys: Sequence[RawItem]) -> None:
+        for page in _chunks(keys, BATCH_WRITE_LIMIT):
+            self._write_page([{"DeleteRequest": {"Key": key}} for key in page])
+
     def _put_page(self, items: Sequence[RawItem], before: Callable[[], None] | None = None) -> None:
         if before is not None:
             before()
-        pending: list[Any] = [{"PutRequest": {"Item": item}} for item in items]
+        self._write_page([{"PutRequest": {"Item": item}} for item in items])
+
+    def _write_page(self, requests: list[Any]) -> None:
+        pending = requests
         for attempt in range(MAX_ATTEMPTS):
             resp: dict[str, Any] = dict(
                 self.client.batch_write_item(

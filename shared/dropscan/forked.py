@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable
+import pickle
+from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
 
@@ -86,3 +87,59 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def forked_iter(produce: Callable[..., Iterable[T]], *args: Any, batch: int = 512) -> Iterator[T]:
+    """The items of ``produce(*args)``, made in a child forked now while the caller takes them.
+
+    What the caller does with each item (write it to a database, say) runs beside what the child does
+    to make them (walk an archive) on another core: each has a GIL of its own. The pipe holds a few
+    batches, so a slow caller holds the child back rather than memory filling. The child's exception is
+    raised here, after the items it made before it (an ArchiveReadError stays one); a child that dies
+    raises ForkedError; a caller that stops early stops the child.
+    """
+    ctx = multiprocessing.get_context("fork")
+    conn, child_end = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_produce, args=(child_end, produce, args, batch), daemon=True)
+    proc.start()
+    child_end.close()
+    try:
+        while True:
+            try:
+                kind, value = conn.recv()
+            except EOFError:
+                raise ForkedError("a forked worker died before it finished (out of memory?)") from None
+            if kind == "items":
+                yield from value
+            elif kind == "done":
+                return
+            else:
+                raise value
+    finally:
+        if proc.is_alive():
+            proc.terminate()
+        proc.join()
+        conn.close()
+
+
+def _produce(
+    conn: Connection, produce: Callable[..., Iterable[Any]], args: tuple[Any, ...], batch: int
+) -> None:
+    items: list[Any] = []
+    try:
+        for item in produce(*args):
+            items.append(item)
+            if len(items) == batch:
+                conn.send(("items", items))
+                items = []
+        conn.send(("items", items))
+        conn.send(("done", None))
+    except Exception as e:
+        try:
+            pickle.dumps(e)
+        except Exception:  # an exception that does not travel is told by name and message
+            e = ForkedError(f"{type(e).__name__}: {e}")
+        conn.send(("items", items))  # what was made before the error
+        conn.send(("error", e))
+    finally:
+        conn.close()

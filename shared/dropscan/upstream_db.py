@@ -25,9 +25,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import ClientError
 from pynamodb.attributes import JSONAttribute, MapAttribute, UnicodeAttribute, UnicodeSetAttribute
@@ -44,6 +44,7 @@ PACKAGE_PREFIX = "package#"
 # one item naming every package, so that listing them reads two items rather than scanning the table
 PACKAGE_INDEX = "packages"
 FORMS = ("raw", "kw", "ws")
+T = TypeVar("T")
 # the writer lease's item; not a digest, so dumps and lookups never see it
 WRITER_LEASE = "lease#digests"
 _LEASE_KEY = {"pk": {"S": WRITER_LEASE}}
@@ -173,25 +174,79 @@ def release_entries(files: Iterable[FileDigests]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _merged(
-    digest: str,
-    new: tuple[set[str], Mapping[str, VersionRange]],
-    existing: Mapping[str, tuple[DigestInfo, bool]],
-    extra: Mapping[str, dict[str, str]] | None,
-) -> dict[str, Any] | None:
-    """The raw item ``digest`` becomes with ``new`` merged in; None when it already says all that."""
+def _widen(new: tuple[set[str], Mapping[str, VersionRange]], old: DigestInfo | None) -> DigestInfo:
+    """``old`` with the forms and version ranges of ``new`` added."""
     forms, ranges = new
-    old, current = existing.get(digest, (None, False))
-    merged_forms = set(forms) | (set(old.forms) if old else set())
-    merged = dict(old.packages) if old else {}
+    packages = dict(old.packages) if old else {}
     for pkg, rng in ranges.items():
-        prev = merged.get(pkg)
-        merged[pkg] = prev.widen(rng.lo).widen(rng.hi) if prev else rng
-    if old and current and merged_forms == old.forms and merged == dict(old.packages):
-        return None
-    value = info_to_json(DigestInfo(frozenset(merged_forms), merged))
-    value.update((extra or {}).get(digest, {}))
-    return digest_item(digest, value)
+        prev = packages.get(pkg)
+        packages[pkg] = prev.widen(rng.lo).widen(rng.hi) if prev else rng
+    return DigestInfo(frozenset(forms) | (old.forms if old else frozenset()), packages)
+
+
+#: files of a release merged at a time while its walk goes on: 80 BatchWriteItem calls a page
+RELEASE_PAGE = 2000
+
+Digests = Mapping[str, tuple[set[str], Mapping[str, VersionRange]]]
+
+
+class _PagedMerge:
+    """One merge under the writer lease, page by page: what it wrote is remembered, so a later page
+    neither reads it again nor loses it, and :meth:`undo` can put every item back as it was."""
+
+    def __init__(self, db: UpstreamDB, lease: WriterLease) -> None:
+        self.db = db
+        self.lease = lease
+        self.mine: dict[str, tuple[DigestInfo, dict[str, str]]] = {}  # as this merge left each digest
+        self.before: dict[str, dict[str, Any] | None] = {}  # raw item before its first write (None: none)
+        self.written = 0
+
+    def add(self, digests: Digests, extra: Mapping[str, dict[str, str]]) -> None:
+        """Widen ``digests``; write the items that change."""
+        unseen = [d for d in digests if d not in self.mine]
+        # a table no merge ever wrote to (a first ingest, a database loaded from a dump) has nothing to
+        # read: 80,000 absent keys are 2.7 s of a kernel's ingest on moto
+        raws = {} if self.lease.fresh or not unseen else self._read(unseen)
+        changed: list[dict[str, Any]] = []
+        for digest, new in digests.items():
+            if digest in self.mine:
+                old, current = self.mine[digest][0], True
+            elif digest in raws:
+                _, old, current = digest_from_raw(raws[digest])
+            else:
+                old, current = None, False
+            info = _widen(new, old)
+            more = {**self.mine.get(digest, (info, {}))[1], **extra.get(digest, {})}
+            self.mine[digest] = (info, more)
+            if old is not None and current and info == old:
+                continue
+            self.before.setdefault(digest, raws.get(digest))
+            changed.append(digest_item(digest, {**info_to_json(info), **more}))
+        self.lease.check()
+        if changed:
+            self.lease.mark_written()
+            self.db.batch.put_many(changed, before_page=self.lease.check)
+            self.written += len(changed)
+
+    def _read(self, digests: list[str]) -> dict[str, dict[str, Any]]:
+        """Whole raw items (with their key: :meth:`undo` may put them back)."""
+        return {raw["pk"]["S"]: raw for raw in self.db.batch.get_many([{"pk": {"S": d}} for d in digests])}
+
+    def undo(self) -> None:
+        """Put back every item this merge wrote as it was before (still under the lease)."""
+        self.db.batch.put_many([raw for raw in self.before.values() if raw is not None])
+        self.db.batch.delete_many([{"pk": {"S": d}} for d, raw in self.before.items() if raw is None])
+
+
+def _pages(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    page: list[T] = []
+    for item in items:
+        page.append(item)
+        if len(page) == size:
+            yield page
+            page = []
+    if page:
+        yield page
 
 
 class LeaseBusy(RuntimeError):
@@ -394,40 +449,48 @@ class UpstreamDB:
     def add_release(
         self, package: str, version: str, files: Iterable[FileDigests], trust: Trust | None = None
     ) -> int:
-        """Merge one release's digests into the table; returns how many items were written.
+        """Merge one release's digests into the table and register it; returns how many items were written.
 
         Idempotent: items already holding the release (forms and range) are not rewritten.
         ``trust`` sets the package's trust; None keeps it (``high`` for a new package).
         """
-        entries = release_entries(files)
-        here = VersionRange(version, version)
-        written = self.merge_digests(
-            {d: (e["forms"], {package: here}) for d, e in entries.items()},
-            extra={d: {k: e[k] for k in ("kw", "ws") if k in e} for d, e in entries.items()},
-        )
+        written = self.merge_release(package, version, files)
         self.register(package, version, trust)
         return written
 
-    def merge_digests(
-        self,
-        digests: Mapping[str, tuple[set[str], Mapping[str, VersionRange]]],
-        *,
-        extra: Mapping[str, dict[str, str]] | None = None,
-    ) -> int:
-        """Widen forms and version ranges of ``digests``; write only the items that change.
+    def merge_release(self, package: str, version: str, files: Iterable[FileDigests]) -> int:
+        """Merge one release's digests page by page, as ``files`` yields them; returns the items written.
 
-        Holds the writer lease from the read to the last write (see the module's docstring).
+        ``files`` may be an archive walk going on in another process: its pages are written while it
+        reads on. If it raises, every item written is put back as it was and the error is raised: a
+        release that could not be read leaves no trace. The release is not registered (see
+        :meth:`register`).
         """
-        with WriterLease(self.client, self.table, self.lease_s).held(wait_s=self.lease_wait_s) as lease:
-            # a table no merge ever wrote to (a first ingest, a database loaded from a dump) has nothing
-            # to read: 80,000 absent keys are 2.7 s of a kernel's ingest on moto
-            existing = {} if lease.fresh else {d: (i, c) for d, i, c in self._lookup_raw(digests)}
-            changed = [item for d, v in digests.items() if (item := _merged(d, v, existing, extra))]
-            lease.check()
-            if changed:
-                lease.mark_written()
-                self.batch.put_many(changed, before_page=lease.check)
-        return len(changed)
+        here = {package: VersionRange(version, version)}
+        with self._lease() as lease:
+            merge = _PagedMerge(self, lease)
+            try:
+                for page in _pages(files, RELEASE_PAGE):
+                    entries = release_entries(page)
+                    merge.add(
+                        {d: (e["forms"], here) for d, e in entries.items()},
+                        {d: {k: e[k] for k in ("kw", "ws") if k in e} for d, e in entries.items()},
+                    )
+            except Exception:  # not a kill: Lambda's own end leaves no chance to undo either
+                merge.undo()
+                raise
+        return merge.written
+
+    def merge_digests(self, digests: Digests, *, extra: Mapping[str, dict[str, str]] | None = None) -> int:
+        """Widen forms and version ranges of ``digests``; write only the items that change."""
+        with self._lease() as lease:
+            merge = _PagedMerge(self, lease)
+            merge.add(digests, extra or {})
+        return merge.written
+
+    def _lease(self) -> AbstractContextManager[WriterLease]:
+        """The writer lease, held from a merge's first read to its last write (see the module)."""
+        return WriterLease(self.client, self.table, self.lease_s).held(wait_s=self.lease_wait_s)
 
     def register(self, package: str, version: str, trust: Trust | None) -> None:
         """Record ``version`` of ``package``; ``trust`` None keeps the package's trust (high when new)."""

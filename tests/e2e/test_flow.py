@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import email
 import email.policy
+import hashlib
 import json
+import os
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dropscan.cli import main
+from dropscan.client import IngestFailed
 from dropscan.local.embedded import EmbeddedStack
 from dropscan.manifest import validate
 
@@ -158,3 +162,22 @@ def test_bad_usage_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "no such drop archive" in capsys.readouterr().err
     drop = make_tar(tmp_path / "d.tar.gz", {"a": b"a"})
     assert main(["scan", str(drop), "--upstream", "nonsense"]) == 2
+
+
+def test_a_truncated_upstream_release_fails_its_ingest_and_leaves_no_digest(
+    stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    # Given an upstream release cut off in its last member, its first members readable
+    files = {f"foo-2.0/f{i:04d}.bin": os.urandom(1024) for i in range(3000)}  # more than a page of files
+    whole = make_tar(tmp_path / "whole.tar", files, "")
+    with tarfile.open(whole) as tar:
+        last = tar.getmembers()[2500]
+    cut = tmp_path / "foo-2.0.tar"
+    cut.write_bytes(whole.read_bytes()[: last.offset_data + 100])  # in the middle of member 2,501
+    # When it is ingested
+    with pytest.raises(IngestFailed, match=r"foo@2\.0"):
+        stack.client.ingest(cut, "foo", "2.0")
+    # Then the database says nothing of it: no release, and none of the digests walked before the cut
+    assert "foo" not in stack.client.db.packages()
+    walked = [hashlib.sha256(data).hexdigest() for data in list(files.values())[:2500]]
+    assert stack.client.db.lookup(walked) == {}

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 
 import pytest
 
-from dropscan.forked import Forked, ForkedError
+from dropscan.archive import ArchiveReadError
+from dropscan.forked import Forked, ForkedError, forked_iter
 
 
 def _pid_and(value: int) -> tuple[int, int]:
@@ -52,4 +54,55 @@ def test_leaving_before_the_result_stops_the_child(tmp_path: object) -> None:
         proc = child._proc
     assert proc.exitcode is not None  # stopped and reaped, not left running for 30 s
     assert time.monotonic() - started < 10
+    assert not os.path.exists(marker)
+
+
+# ---------------------------------------------------------------- items made in a child, taken here
+def _count(n: int) -> Iterator[tuple[int, int]]:
+    for i in range(n):
+        yield os.getpid(), i
+
+
+def _count_then_break(n: int) -> Iterator[int]:
+    yield from range(n)
+    raise ArchiveReadError("truncated gzip input")
+
+
+def _count_then_die(n: int) -> Iterator[int]:
+    yield from range(n)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _endless(path: str) -> Iterator[int]:
+    i = 0
+    while True:
+        yield i
+        i += 1
+        if i == 200_000:  # far past what the pipe holds
+            open(path, "w").close()
+
+
+def test_items_come_in_order_from_another_process_batch_by_batch() -> None:
+    items = list(forked_iter(_count, 1234, batch=100))
+    assert [i for _, i in items] == list(range(1234))
+    assert {pid for pid, _ in items} != {os.getpid()}
+
+
+def test_the_childs_error_comes_after_its_items_and_keeps_its_type() -> None:
+    got: list[int] = []
+    with pytest.raises(ArchiveReadError, match="truncated gzip input"):
+        got.extend(forked_iter(_count_then_break, 700, batch=64))
+    assert got == list(range(700))
+
+
+def test_a_child_that_dies_mid_way_is_an_error_not_a_hang() -> None:
+    with pytest.raises(ForkedError, match="died"):
+        list(forked_iter(_count_then_die, 10))
+
+
+def test_a_caller_that_stops_early_stops_the_child(tmp_path: object) -> None:
+    marker = os.path.join(str(tmp_path), "went-on")
+    items = forked_iter(_endless, marker, batch=10)
+    assert next(items) == 0
+    items.close()  # the child, blocked on the full pipe, is terminated and reaped
     assert not os.path.exists(marker)

@@ -14,8 +14,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from dropscan.archive import ArchiveReadError
 from dropscan.models import Trust
 from dropscan.upstream_db import (
+    RELEASE_PAGE,
     WRITER_LEASE,
     FileDigests,
     LeaseBusy,
@@ -183,3 +185,36 @@ def test_a_table_written_before_the_lease_existed_is_read_before_merging(dynamod
     db.add_release("bar", "1.0", [FileDigests(A, A, A)])
     assert db.stats.batch_get_calls == 1
     assert set(db.lookup([A])[A].packages) == {"foo", "bar"}
+
+
+def _walk_breaking_after(files: list[FileDigests]) -> Iterator[FileDigests]:
+    yield from files
+    raise ArchiveReadError("truncated xz input")
+
+
+def test_a_release_whose_walk_breaks_is_taken_back_whole(dynamodb: Any) -> None:
+    # Given a table that holds foo 1.0
+    db = UpstreamDB(dynamodb, "upstream")
+    db.add_release("foo", "1.0", [FileDigests(A, A, A)])
+    before = items(dynamodb)
+    # When bar 1.0 is merged from a walk that writes several pages, then breaks
+    more = [FileDigests(d, d, d) for d in digests_of(2 * RELEASE_PAGE + 10)]
+    with pytest.raises(ArchiveReadError):
+        db.merge_release("bar", "1.0", _walk_breaking_after([FileDigests(A, A, A), *more]))
+    # Then every item is as it was: the shared one without bar, none of bar's own left
+    assert db.stats.items_written > 2 * RELEASE_PAGE  # pages were written before the break
+    after = items(dynamodb)
+    assert {k: v for k, v in after.items() if k != WRITER_LEASE} == {
+        k: v for k, v in before.items() if k != WRITER_LEASE
+    }
+    assert db.lookup([A])[A].packages == {"foo": VersionRange("1.0", "1.0")}
+
+
+def test_pages_of_one_release_keep_what_earlier_pages_said(dynamodb: Any) -> None:
+    # a digest first met as another file's whitespace form, then as a raw file of its own
+    db = UpstreamDB(dynamodb, "upstream")
+    filler = [FileDigests(d, d, d) for d in digests_of(RELEASE_PAGE - 1)]
+    db.merge_release("foo", "1.0", [FileDigests(A, A, K), *filler, FileDigests(K, K, K)])
+    stored = json.loads(items(dynamodb)[K]["v"]["S"])
+    assert stored["f"] == ["kw", "raw", "ws"]
+    assert json.loads(items(dynamodb)[A]["v"]["S"])["ws"] == K  # page one's note on A kept
