@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
 
@@ -89,7 +89,9 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def forked_iter(produce: Callable[..., Iterable[T]], *args: Any, batch: int = 512) -> Iterator[T]:
+def forked_iter(
+    produce: Callable[..., Iterable[T]], *args: Any, batch: int = 512
+) -> Generator[T, None, None]:
     """The items of ``produce(*args)``, made in a child forked now while the caller takes them.
 
     What the caller does with each item (write it to a database, say) runs beside what the child does
