@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import multiprocessing
 import os
 import pickle
@@ -102,6 +104,7 @@ def forked_iter(
     """
     ctx = multiprocessing.get_context("fork")
     conn, child_end = ctx.Pipe(duplex=False)
+    _widen_pipe(conn)
     proc = ctx.Process(target=_produce, args=(child_end, produce, args, batch), daemon=True)
     proc.start()
     child_end.close()
@@ -122,6 +125,16 @@ def forked_iter(
             proc.terminate()
         proc.join()
         conn.close()
+
+
+#: what a pipe holds, asked of Linux (its default is 64 KiB, less than one batch of digests): the child
+#: works on while the caller is busy with what it took, instead of waiting for it to read again
+PIPE_BYTES = 1 << 20
+
+
+def _widen_pipe(conn: Connection) -> None:
+    with contextlib.suppress(AttributeError, OSError):  # not Linux, or past /proc/sys/fs/pipe-max-size
+        fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[attr-defined]
 
 
 def _produce(
