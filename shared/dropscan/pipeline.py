@@ -127,7 +127,9 @@ class HashingReader:
 
 
 def _gz_json(data: Any) -> bytes:
-    return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=5, mtime=0)
+    # work files live for one scan: level 1 compresses a kernel's classified manifest (27 MB of JSON)
+    # in 0.16 s against 0.30 s at level 5, for 7 % more bytes
+    return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=1, mtime=0)
 
 
 def _compact(rec: FileRecord) -> dict[str, Any]:
