@@ -21,6 +21,7 @@ from dropscan.models import FileRecord, Kind
 from dropscan.paths import Names
 
 __all__ = [
+    "MAGIC_SPAN",
     "ArchiveReadError",
     "FanOut",
     "LimitExceeded",
@@ -29,6 +30,7 @@ __all__ = [
     "Progress",
     "Readable",
     "Split",
+    "compressor_of",
     "walk",
     "walk_nested",
 ]
@@ -43,7 +45,7 @@ HEAD_SPOOL_MEMORY = 8 * MiB
 #: records of a nested archive held in memory until it is complete; beyond, they wait in the spool dir
 RECORDS_IN_MEMORY = 4096
 #: enough of a member to see every magic below, tar's at offset 257 included
-_MAGIC_SPAN = 512
+MAGIC_SPAN = 512
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -475,7 +477,8 @@ def _raw_name(entry: int) -> bytes:
     return cast(bytes, raw or b"")
 
 
-def _compressor(head: bytes) -> str | None:
+def compressor_of(head: bytes) -> str | None:
+    """The compressor (gzip, bzip2, xz, zstd) whose stream ``head`` starts with, if any."""
     for magic, fmt in _COMPRESSOR_MAGICS.items():
         if magic.match(head):
             return fmt
@@ -484,7 +487,7 @@ def _compressor(head: bytes) -> str | None:
 
 def _nested_format(head: bytes, path: str) -> str | None:
     """The archive or compressor ``head`` starts with, if any."""
-    fmt = _compressor(head)
+    fmt = compressor_of(head)
     if fmt is not None:
         return fmt
     for magic, fmt in _ARCHIVE_MAGICS.items():
@@ -662,7 +665,7 @@ class _Walker:
             # does not even start like an archive is a plain file
             first = head or cast(IO[bytes], stream)
             first.seek(start if head is None else 0)
-            if _nested_format(first.read(_MAGIC_SPAN), "") is None:
+            if _nested_format(first.read(MAGIC_SPAN), "") is None:
                 return False
             raise ArchiveReadError(error.reason) from None
         inflater = None
@@ -825,7 +828,7 @@ class _Walker:
         try:
             for block in blocks:
                 head += block
-                if len(head) >= _MAGIC_SPAN:
+                if len(head) >= MAGIC_SPAN:
                     break
             fmt = None if kind is not None else _nested_format(head, path)
             if fmt is None:
@@ -1019,7 +1022,7 @@ def _decompression_error(stream: Readable) -> str | None:
         cast(IO[bytes], stream).seek(-len(head), os.SEEK_CUR)
     else:
         head = stream.peek(16)
-    if _compressor(head) is None:
+    if compressor_of(head) is None:
         return None
     try:
         with _Reader(stream, seekable=False, formats=("raw",)) as reader:

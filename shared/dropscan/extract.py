@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import libarchive
 from libarchive.exception import ArchiveError
+
+from dropscan.inflate import InflateError, PlainStream, plain_stream
 
 #: triage reads at most this much of one file: licence headers and red flags sit near the top
 CONTENT_LIMIT = 4 * 1024 * 1024
@@ -92,6 +96,49 @@ def _walk(reader: libarchive.read.ArchiveRead, wanted: Mapping[str, int], depth:
                     _walk(inner, wanted, depth - 1, out)
             except ArchiveError:
                 pass  # a compressed single file, or a corrupt one: the walker reported it already
+
+
+class _Into:
+    """``readinto`` over a stream that only has ``read`` (what libarchive-c's stream reader asks for)."""
+
+    def __init__(self, stream: PlainStream) -> None:
+        self._stream = stream
+
+    def readinto(self, buf: Any) -> int:
+        data = self._stream.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+    def seekable(self) -> bool:
+        return False
+
+
+def compressed_contents(
+    fd: int, codec: str, wanted: Mapping[str, int], *, max_depth: int = 8
+) -> Extracted | None:
+    """What :func:`contents_by_digest` reads, from a compressed archive arriving on the pipe ``fd``.
+
+    It is decompressed beside the read (``inflate.plain_stream``: a forked decompressor with two cores)
+    and read as a stream, so triage needs no copy of the drop on disk. None when nothing inside reads
+    as an archive stream (a compressed single file, a 7z): read a copy of the file then.
+    """
+    out = Extracted()
+    with os.fdopen(fd, "rb") as pipe:
+        plain = plain_stream(pipe, codec)
+        # not an archive, or broken part-way: what was read is kept, as contents_by_digest keeps it
+        broken = contextlib.suppress(ArchiveError, InflateError)
+        try:
+            with broken, libarchive.stream_reader(_Into(plain)) as reader:
+                _walk(reader, wanted, max_depth, out)
+        finally:
+            plain.close()
+    return out if out.sha1 else None
+
+
+def piped_contents(read_end: int, write_end: int, codec: str, wanted: Mapping[str, int]) -> Extracted | None:
+    """:func:`compressed_contents`, in a child forked with both ends of the pipe open."""
+    os.close(write_end)  # left open here (and in the decompressor forked next), the pipe would never end
+    return compressed_contents(read_end, codec, wanted)
 
 
 def contents_by_digest(path: str, wanted: Mapping[str, int], *, max_depth: int = 8) -> Extracted:

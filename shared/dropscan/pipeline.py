@@ -6,8 +6,10 @@ import dataclasses
 import gzip
 import hashlib
 import json
+import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,14 +21,24 @@ from aws_lambda_powertools import Logger
 from boto3.s3.transfer import TransferConfig
 
 from dropscan import heap, licenses, reports, triage, zipsplit
-from dropscan.archive import ArchiveReadError, LimitExceeded, Nested, Progress, Split, walk, walk_nested
+from dropscan.archive import (
+    MAGIC_SPAN,
+    ArchiveReadError,
+    LimitExceeded,
+    Nested,
+    Progress,
+    Split,
+    compressor_of,
+    walk,
+    walk_nested,
+)
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
-from dropscan.extract import Extracted, contents_by_digest
+from dropscan.extract import Extracted, contents_by_digest, piped_contents
 from dropscan.forked import Done, Forked, forked_iter, usable_cpus
 from dropscan.idempotency import once
-from dropscan.inflate import PlainStream, plain_stream
+from dropscan.inflate import CODECS, PlainStream, plain_stream
 from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key, to_json
 from dropscan.models import FileRecord, Trust
 from dropscan.paths import distinct
@@ -790,13 +802,18 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
     which then still ends the scan with its classes, and the verdict is at least ``review``.
     """
     with tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".drop") as spool:
-        _download_drop(svc, manifest, spool)
         extracted = Extracted()
+        wanted = triage.wanted_digests(manifest)
         try:
-            with _read_again(spool.name, triage.wanted_digests(manifest), beside=workers > 1) as reading:
+            streamed = _stream_again(svc, manifest, wanted) if workers > 1 else None
+            with streamed or _read_again(svc, manifest, spool, wanted, beside=workers > 1) as reading:
                 # the licence index loads (2 s) while the drop is read again (5 s for a kernel)
                 detector = licenses.detector(svc.settings.triage_detector)
-                extracted = reading.result()
+                got = reading.result()
+            if got is None:  # not an archive that reads as a stream: from a copy on disk
+                with _read_again(svc, manifest, spool, wanted, beside=False) as reading:
+                    got = reading.result()
+            extracted = got or extracted
             found = triage.triage_manifest(
                 manifest, extracted.content, detector=detector, truncated=extracted.truncated, workers=workers
             )
@@ -811,6 +828,12 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
             f["sha1"] = extracted.sha1[f["sha256"]]
 
 
+def _get_drop(svc: Services, manifest: Mapping[str, Any], **extra: Any) -> Any:
+    src = manifest["source"]
+    version = {"VersionId": src["version_id"]} if src.get("version_id") else {}
+    return svc.s3.get_object(Bucket=src["bucket"], Key=src["key"], **version, **extra)
+
+
 def _download_drop(svc: Services, manifest: Mapping[str, Any], spool: IO[bytes]) -> None:
     src = manifest["source"]
     extra = {"VersionId": src["version_id"]} if src.get("version_id") else {}
@@ -818,11 +841,86 @@ def _download_drop(svc: Services, manifest: Mapping[str, Any], spool: IO[bytes])
     spool.flush()
 
 
-def _read_again(path: str, wanted: Mapping[str, int], *, beside: bool) -> Forked[Extracted] | Done[Extracted]:
-    """The bytes of the review set (and licence files) out of the drop: in a forked child if ``beside``."""
+def _read_again(
+    svc: Services, manifest: Mapping[str, Any], spool: IO[bytes], wanted: Mapping[str, int], *, beside: bool
+) -> Forked[Extracted | None] | Done[Extracted | None]:
+    """The bytes of the review set (and licence files) out of a copy of the drop on disk: in a forked
+    child if ``beside``."""
+    _download_drop(svc, manifest, spool)
     if beside:
-        return Forked(contents_by_digest, path, wanted)
-    return Done(contents_by_digest(path, wanted))
+        return Forked(contents_by_digest, spool.name, wanted)
+    return Done(contents_by_digest(spool.name, wanted))
+
+
+def _stream_again(
+    svc: Services, manifest: Mapping[str, Any], wanted: Mapping[str, int]
+) -> Forked[Extracted | None] | None:
+    """The same, for a compressed drop, as it streams from S3: no copy on disk, no wait for one.
+
+    A thread of this process feeds the object's bytes through a pipe to a forked child (this process
+    keeps its S3 client: a fork does not carry connections), which decompresses beside its read. None
+    when the drop does not start with a gzip, bzip2 or xz stream.
+    """
+    body = _get_drop(svc, manifest)["Body"]
+    head = body.read(MAGIC_SPAN)
+    codec = compressor_of(head)
+    if codec not in CODECS:
+        body.close()
+        return None
+    return stream_to_child(head, body, codec, wanted)
+
+
+def stream_to_child(head: bytes, body: Any, codec: str, wanted: Mapping[str, int]) -> _Fed:
+    """A child forked to read the compressed drop from a pipe, and the thread feeding it ``head`` and
+    then ``body`` (anything with ``iter_chunks`` and ``close``)."""
+    read_end, write_end = os.pipe()
+    reading = Forked(piped_contents, read_end, write_end, codec, wanted)
+    os.close(read_end)
+    return _Fed(reading, _Feeder(write_end, head, body))
+
+
+class _Feeder(threading.Thread):
+    """Writes ``head``, then the rest of ``body``, to the pipe ``fd``; keeps the S3 error it met."""
+
+    def __init__(self, fd: int, head: bytes, body: Any) -> None:
+        super().__init__(name="triage-feed", daemon=True)
+        self.fd, self.head, self.body = fd, head, body
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            with os.fdopen(self.fd, "wb") as pipe:
+                pipe.write(self.head)
+                for chunk in self.body.iter_chunks(1 << 20):
+                    pipe.write(chunk)
+        except BrokenPipeError:
+            pass  # the child found no archive to stream, or failed: the caller reads a copy on disk
+        except Exception as e:  # an S3 error: raised in the caller, the triage message comes back
+            self.error = e
+        finally:
+            self.body.close()
+
+
+class _Fed(Forked["Extracted | None"]):
+    """A forked read of the drop and the thread feeding it: the result once both are done."""
+
+    def __init__(self, reading: Forked[Extracted | None], feeder: _Feeder) -> None:
+        self._reading, self._feeder = reading, feeder
+
+    def __enter__(self) -> _Fed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._reading.__exit__(*exc)
+        self._feeder.join()
+
+    def result(self) -> Extracted | None:
+        got = self._reading.result()
+        self._feeder.join()
+        if self._feeder.error is not None:
+            raise self._feeder.error
+        return got
 
 
 # ------------------------------------------------------------------ stage 5: notify

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import hashlib
 import io
 import os
 import tarfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dropscan.extract import contents_by_digest
+from dropscan.extract import Extracted, contents_by_digest, piped_contents
+from dropscan.forked import Forked
 from dropscan.licenses import TagDetector, detector, scancode_available, spdx_tags
 from dropscan.manifest import verdict
+from dropscan.pipeline import stream_to_child
 from dropscan.triage import component_license, triage_file, triage_manifest
 
 from builders import make_tar, tar_bytes
@@ -178,6 +184,86 @@ def test_a_truncated_drop_yields_what_could_be_read(tmp_path: Path) -> None:
     cut.write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
     sha = hashlib.sha256(b"alpha\n").hexdigest()
     assert contents_by_digest(str(cut), {sha: 6}).content == {sha: b"alpha\n"}
+
+
+def streamed(path: Path, codec: str, wanted: dict[str, int]) -> Extracted | None:
+    """The drop at ``path`` read by a forked child from a pipe a thread feeds, as triage reads it from S3."""
+    read_end, write_end = os.pipe()
+    with Forked(piped_contents, read_end, write_end, codec, wanted) as reading:
+        os.close(read_end)
+        feeder = threading.Thread(target=_write_all, args=(write_end, path.read_bytes()))
+        feeder.start()
+        got = reading.result()
+        feeder.join()
+    return got
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError), os.fdopen(fd, "wb") as pipe:
+        pipe.write(data)
+
+
+@pytest.mark.parametrize(("compression", "codec"), [("gz", "gzip"), ("bz2", "bzip2"), ("xz", "xz")])
+def test_a_compressed_drop_read_as_a_stream_gives_what_its_copy_on_disk_gives(
+    tmp_path: Path, compression: str, codec: str
+) -> None:
+    inner = tar_bytes({"v/inner.c": b"inner\n", "v/other.c": b"other\n"}, "gz")
+    files = {
+        "d/a.c": b"alpha\n",
+        "d/vendor.tar.gz": inner,
+        "d/big.bin": os.urandom(3_000_000),
+        "d/b.c": b"b\n",
+    }
+    drop = make_tar(tmp_path / f"drop.tar.{compression}", files, compression)
+    want = {hashlib.sha256(b).hexdigest(): len(b) for b in (b"alpha\n", b"inner\n", files["d/big.bin"])}
+
+    on_disk = contents_by_digest(str(drop), want)
+    got = streamed(drop, codec, want)
+
+    assert got is not None
+    assert (got.content, got.sha1, got.truncated) == (on_disk.content, on_disk.sha1, on_disk.truncated)
+    assert set(got.content.values()) == {b"alpha\n", b"inner\n", files["d/big.bin"]}
+
+
+class _Breaking:
+    """An S3 body whose connection drops half-way."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def iter_chunks(self, size: int) -> Iterator[bytes]:
+        yield self.data[: len(self.data) // 2]
+        raise ConnectionResetError("Connection reset by peer")
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_s3_error_while_the_drop_streams_fails_the_read_rather_than_cutting_it_short(
+    tmp_path: Path,
+) -> None:
+    drop = make_tar(tmp_path / "drop.tar.gz", {"a.c": b"alpha\n", "big.bin": os.urandom(400_000)})
+    data = drop.read_bytes()
+    want = {hashlib.sha256(b"alpha\n").hexdigest(): 6}
+    reading = stream_to_child(data[:512], _Breaking(data[512:]), "gzip", want)
+    # raised: the triage message comes back, rather than half a drop triaged
+    with reading, pytest.raises(ConnectionResetError):
+        reading.result()
+
+
+def test_a_compressed_file_that_is_no_archive_is_left_to_the_copy_on_disk(tmp_path: Path) -> None:
+    single = tmp_path / "notes.txt.gz"
+    single.write_bytes(gzip.compress(NONCOMMERCIAL))
+    assert streamed(single, "gzip", {}) is None
+
+
+def test_a_truncated_compressed_drop_read_as_a_stream_yields_what_could_be_read(tmp_path: Path) -> None:
+    drop = make_tar(tmp_path / "drop.tar.gz", {"a.c": b"alpha\n", "big.bin": os.urandom(200_000)})
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(drop.read_bytes()[: drop.stat().st_size // 2])
+    sha = hashlib.sha256(b"alpha\n").hexdigest()
+    got = streamed(cut, "gzip", {sha: 6})
+    assert got is not None and got.content == {sha: b"alpha\n"}
 
 
 scancode = pytest.mark.skipif(
