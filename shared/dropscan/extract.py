@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import os
 from collections.abc import Iterator, Mapping
@@ -16,6 +17,8 @@ from dropscan.inflate import InflateError, PlainStream, plain_stream
 
 #: triage reads at most this much of one file: licence headers and red flags sit near the top
 CONTENT_LIMIT = 4 * 1024 * 1024
+#: what a streamed read asks of the decompressed stream at a time (libarchive-c's default is a page)
+READ_BLOCK = 1024 * 1024
 #: nested archives are read into memory to look inside; bigger ones are left alone
 NESTED_MEMORY_LIMIT = 256 * 1024 * 1024
 _ARCHIVE_MAGICS = (
@@ -106,7 +109,7 @@ class _Into:
 
     def readinto(self, buf: Any) -> int:
         data = self._stream.read(len(buf))
-        buf[: len(data)] = data
+        ctypes.memmove(buf, data, len(data))  # slice assignment into a ctypes buffer goes byte by byte
         return len(data)
 
     def seekable(self) -> bool:
@@ -128,7 +131,7 @@ def compressed_contents(
         # not an archive, or broken part-way: what was read is kept, as contents_by_digest keeps it
         broken = contextlib.suppress(ArchiveError, InflateError)
         try:
-            with broken, libarchive.stream_reader(_Into(plain)) as reader:
+            with broken, libarchive.stream_reader(_Into(plain), block_size=READ_BLOCK) as reader:
                 _walk(reader, wanted, max_depth, out)
         finally:
             plain.close()

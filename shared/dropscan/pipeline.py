@@ -36,7 +36,7 @@ from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
 from dropscan.extract import Extracted, contents_by_digest, piped_contents
-from dropscan.forked import Done, Forked, forked_iter, usable_cpus
+from dropscan.forked import Done, Forked, forked_iter, usable_cpus, widen_pipe
 from dropscan.idempotency import once
 from dropscan.inflate import CODECS, PlainStream, plain_stream
 from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key, to_json
@@ -874,6 +874,7 @@ def stream_to_child(head: bytes, body: Any, codec: str, wanted: Mapping[str, int
     """A child forked to read the compressed drop from a pipe, and the thread feeding it ``head`` and
     then ``body`` (anything with ``iter_chunks`` and ``close``)."""
     read_end, write_end = os.pipe()
+    widen_pipe(write_end)  # else the feeder, waiting on the GIL the index load holds, writes 13 MB/s
     reading = Forked(piped_contents, read_end, write_end, codec, wanted)
     os.close(read_end)
     return _Fed(reading, _Feeder(write_end, head, body))
