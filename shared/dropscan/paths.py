@@ -145,20 +145,17 @@ class Names:
         return text, notes
 
 
-def distinct(records: list[FileRecord]) -> int:
-    """Rename, in place, records that repeat an earlier record's path; returns how many.
+def distinct(records: list[FileRecord]) -> None:
+    """Rename, in place, records that repeat an earlier record's path.
 
     Each part of a split upload tells apart only its own members; finalize, reading the parts in
     walk order, calls this so that two segments never give one path to two files.
     """
     names = Names()
-    renamed = 0
     for i, rec in enumerate(records):
         path, note = names.claim(rec.path)
         if note:
             records[i] = replace(rec, path=path, note="; ".join(n for n in (rec.note, note) if n))
-            renamed += 1
-    return renamed
 
 
 def _brief(text: str) -> str:

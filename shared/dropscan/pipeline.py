@@ -828,16 +828,17 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
             f["sha1"] = extracted.sha1[f["sha256"]]
 
 
-def _get_drop(svc: Services, manifest: Mapping[str, Any], **extra: Any) -> Any:
-    src = manifest["source"]
-    version = {"VersionId": src["version_id"]} if src.get("version_id") else {}
-    return svc.s3.get_object(Bucket=src["bucket"], Key=src["key"], **version, **extra)
+def _drop_version(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The drop's object version, as S3 calls take it (none in a bucket without versioning)."""
+    version = manifest["source"].get("version_id")
+    return {"VersionId": version} if version else {}
 
 
 def _download_drop(svc: Services, manifest: Mapping[str, Any], spool: IO[bytes]) -> None:
-    src = manifest["source"]
-    extra = {"VersionId": src["version_id"]} if src.get("version_id") else {}
-    svc.s3.download_fileobj(src["bucket"], src["key"], spool, ExtraArgs=extra or None, Config=DOWNLOAD_PARTS)
+    src, version = manifest["source"], _drop_version(manifest)
+    svc.s3.download_fileobj(
+        src["bucket"], src["key"], spool, ExtraArgs=version or None, Config=DOWNLOAD_PARTS
+    )
     spool.flush()
 
 
@@ -852,16 +853,15 @@ def _read_again(
     return Done(contents_by_digest(spool.name, wanted))
 
 
-def _stream_again(
-    svc: Services, manifest: Mapping[str, Any], wanted: Mapping[str, int]
-) -> Forked[Extracted | None] | None:
+def _stream_again(svc: Services, manifest: Mapping[str, Any], wanted: Mapping[str, int]) -> _Fed | None:
     """The same, for a compressed drop, as it streams from S3: no copy on disk, no wait for one.
 
     A thread of this process feeds the object's bytes through a pipe to a forked child (this process
     keeps its S3 client: a fork does not carry connections), which decompresses beside its read. None
     when the drop does not start with a gzip, bzip2 or xz stream.
     """
-    body = _get_drop(svc, manifest)["Body"]
+    src = manifest["source"]
+    body = svc.s3.get_object(Bucket=src["bucket"], Key=src["key"], **_drop_version(manifest))["Body"]
     head = body.read(MAGIC_SPAN)
     codec = compressor_of(head)
     if codec not in CODECS:
@@ -903,8 +903,8 @@ class _Feeder(threading.Thread):
             self.body.close()
 
 
-class _Fed(Forked["Extracted | None"]):
-    """A forked read of the drop and the thread feeding it: the result once both are done."""
+class _Fed:
+    """A forked read of the drop and the thread feeding it, used as a Forked: the result once both end."""
 
     def __init__(self, reading: Forked[Extracted | None], feeder: _Feeder) -> None:
         self._reading, self._feeder = reading, feeder
