@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dropscan.forked import Forked, usable_cpus
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
@@ -51,6 +53,15 @@ class CallStats:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
 
+def _get_pages(
+    get: Callable[[Sequence[RawItem]], list[RawItem]], pages: list[Sequence[RawItem]], stats: CallStats
+) -> tuple[list[RawItem], dict[str, float]]:
+    """(items, call counts) of ``pages``, in a forked child: its counts go back to the parent's stats."""
+    before = stats.as_dict()
+    items = [item for page in pages for item in get(page)]
+    return items, {k: v - before[k] for k, v in stats.as_dict().items()}
+
+
 def _chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for i in range(0, len(seq), size):
         yield seq[i : i + size]
@@ -69,12 +80,21 @@ class BatchTable:
     """BatchGetItem/BatchWriteItem on one table, several calls in flight."""
 
     def __init__(
-        self, client: DynamoDBClient, table: str, *, concurrency: int = 4, stats: CallStats | None = None
+        self,
+        client: DynamoDBClient,
+        table: str,
+        *,
+        concurrency: int = 4,
+        stats: CallStats | None = None,
+        forked_reads: bool = False,
     ) -> None:
+        """``forked_reads``: for a table served inside this process (the embedded stack's moto), where
+        threads wait on one GIL: :meth:`get_many` gives half its calls to a child forked at the call."""
         self.client = client
         self.table = table
         self.concurrency = concurrency
         self.stats = stats or CallStats()
+        self.forked_reads = forked_reads
 
     def get_many(
         self, keys: Sequence[RawItem], *, projection: Mapping[str, Any] | None = None
@@ -85,10 +105,27 @@ class BatchTable:
         """
         pages = list(_chunks(keys, BATCH_GET_LIMIT))
         get = functools.partial(self._get_page, projection=projection or {})
+        if len(pages) > 1 and self.forked_reads and usable_cpus() > 1:
+            return self._get_forked(pages, get)
         if len(pages) <= 1 or self.concurrency <= 1:
             return [item for page in pages for item in get(page)]
         with ThreadPoolExecutor(self.concurrency) as pool:
             return [item for found in pool.map(get, pages) for item in found]
+
+    def _get_forked(
+        self, pages: list[Sequence[RawItem]], get: Callable[[Sequence[RawItem]], list[RawItem]]
+    ) -> list[RawItem]:
+        """Half the pages read by a child forked now, the other half here, at once on two cores.
+
+        The child reads the table as it was at the fork, a consistent snapshot taken during the call:
+        what BatchGetItem promises (its reads are eventually consistent) and more. It never writes.
+        """
+        theirs, mine = pages[: len(pages) // 2], pages[len(pages) // 2 :]
+        with Forked(_get_pages, get, theirs, self.stats) as child:
+            found = [item for page in mine for item in get(page)]
+            items, counts = child.result()
+        self.stats.add(**counts)
+        return found + items
 
     def _get_page(self, keys: Sequence[RawItem], projection: Mapping[str, Any]) -> list[RawItem]:
         found: list[RawItem] = []

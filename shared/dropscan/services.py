@@ -54,7 +54,9 @@ class Services:
 
     @cached_property
     def dynamodb(self) -> DynamoDBClient:
-        return self._client("dynamodb")  # type: ignore[return-value]
+        # The table checks every request itself; botocore's client-side check walks each attribute of
+        # every item again (a tenth of an ingest's writing on the embedded stack, see docs/design.md).
+        return self._client("dynamodb", Config(parameter_validation=False))  # type: ignore[return-value]
 
     @cached_property
     def scans(self) -> ScanStore:
@@ -72,7 +74,10 @@ class Services:
     def upstream(self) -> UpstreamDB:
         """A fresh view of the upstream table, with its own call counts."""
         return UpstreamDB(
-            self.dynamodb, self.settings.upstream_table, concurrency=self.settings.dynamodb_concurrency
+            self.dynamodb,
+            self.settings.upstream_table,
+            concurrency=self.settings.dynamodb_concurrency,
+            forked_reads=self.settings.dynamodb_reads == "forked",
         )
 
 

@@ -47,6 +47,7 @@ class Settings:
     scan_deadline_minutes: float = 60.0  # the sweeper's; see ScanDeadlineMinutes in template.yaml
     upload_dlq_url: str | None = None
     dynamodb_concurrency: int = 4  # batch calls in flight at once on the upstream table
+    dynamodb_reads: str = "threads"  # threads | forked: how a lookup's calls run at once
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -88,6 +89,7 @@ class Settings:
             scan_deadline_minutes=float(e.get("SCAN_DEADLINE_MINUTES", "60")),
             upload_dlq_url=e.get("UPLOAD_DLQ_URL") or None,
             dynamodb_concurrency=int(e.get("DYNAMODB_CONCURRENCY", "4")),
+            dynamodb_reads=e.get("DYNAMODB_READS", "threads"),
         )
 
     def walk_limits(self) -> Limits:

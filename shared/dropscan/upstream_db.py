@@ -380,15 +380,19 @@ class UpstreamDB:
         *,
         concurrency: int = 4,
         stats: CallStats | None = None,
+        forked_reads: bool = False,
         lease_s: float = 60.0,
         lease_wait_s: float = 300.0,
     ) -> None:
         """``lease_s``: how long the writer lease outlives a writer that stopped renewing it;
-        ``lease_wait_s``: how long a merge waits for it (then LeaseBusy: the message comes back later).
+        ``lease_wait_s``: how long a merge waits for it (then LeaseBusy: the message comes back later);
+        ``forked_reads``: see :class:`BatchTable`.
         """
         self.client = client
         self.table = table
-        self.batch = BatchTable(client, table, concurrency=concurrency, stats=stats)
+        self.batch = BatchTable(
+            client, table, concurrency=concurrency, stats=stats, forked_reads=forked_reads
+        )
         self.lease_s = lease_s
         self.lease_wait_s = lease_wait_s
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -218,3 +220,51 @@ def test_pages_of_one_release_keep_what_earlier_pages_said(dynamodb: Any) -> Non
     stored = json.loads(items(dynamodb)[K]["v"]["S"])
     assert stored["f"] == ["kw", "raw", "ws"]
     assert json.loads(items(dynamodb)[A]["v"]["S"])["ws"] == K  # page one's note on A kept
+
+
+class _PidLog:
+    """A DynamoDB client that notes which process made each BatchGetItem call (in a file: a forked
+    child's memory does not come back)."""
+
+    def __init__(self, client: Any, log: Path) -> None:
+        self._client, self._log = client, log
+
+    def batch_get_item(self, **kwargs: Any) -> Any:
+        with self._log.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return self._client.batch_get_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_forked_reads_find_what_threaded_reads_find_and_count_every_call(
+    dynamodb: Any, tmp_path: Path
+) -> None:
+    # Given 750 digests of foo 1.0, and 50 the table never saw
+    known = digests_of(750)
+    UpstreamDB(dynamodb, "upstream").add_release("foo", "1.0", [FileDigests(d, d, d) for d in known])
+    asked = known + [hashlib.sha256(f"unknown {i}".encode()).hexdigest() for i in range(50)]
+    # When one view reads them on threads and another half in a child forked at the call
+    threaded = UpstreamDB(dynamodb, "upstream", concurrency=4)
+    forked = UpstreamDB(_PidLog(dynamodb, tmp_path / "pids"), "upstream", forked_reads=True)  # type: ignore[arg-type]
+    # Then both find the same 750, with the same ranges, in 8 calls each
+    assert forked.lookup(asked) == threaded.lookup(asked)
+    assert len(forked.lookup(asked)) == 750
+    assert forked.stats.batch_get_calls == threaded.stats.batch_get_calls * 2 == 16
+    assert forked.stats.keys_requested == 1600
+    # and the calls were made by two processes, this one and its child
+    pids = (tmp_path / "pids").read_text().split()
+    assert str(os.getpid()) in pids and len(set(pids)) == 3  # two lookups: a child each
+
+
+def test_a_forked_read_sees_every_write_made_before_it(dynamodb: Any) -> None:
+    # the child is forked at each call, so it never reads a table older than the call
+    db = UpstreamDB(dynamodb, "upstream", forked_reads=True)
+    first, second = digests_of(400), [hashlib.sha256(f"later {i}".encode()).hexdigest() for i in range(400)]
+    db.add_release("foo", "1.0", [FileDigests(d, d, d) for d in first])
+    assert set(db.lookup(first + second)) == set(first)
+    db.add_release("foo", "2.0", [FileDigests(d, d, d) for d in second])
+    found = db.lookup(first + second)
+    assert set(found) == set(first + second)
+    assert found[second[0]].packages == {"foo": VersionRange("2.0", "2.0")}

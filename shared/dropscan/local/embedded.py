@@ -126,14 +126,15 @@ class EmbeddedStack:
 
 #: one process runs the functions one after another, so a redelivery can never overlap its first run;
 #: short timeouts let a crashed invocation's messages come back in seconds rather than minutes;
-#: triage uses every core of the machine; one DynamoDB call at a time, as moto answers under this
-#: process's GIL anyway
+#: triage uses every core of the machine; DynamoDB calls one at a time per process, as moto answers
+#: under this process's GIL, and a lookup's reads split with a forked child that has a GIL of its own
 LOCAL_PARAMETERS = {
     "QueueVisibilityTimeout": "30",
     "StageVisibilityTimeout": "10",
     "FunctionTimeout": "30",
     "TriageWorkers": "0",
     "DynamoDBConcurrency": "1",
+    "DynamoDBReads": "forked",
 }
 
 #: scheduled functions (the sweeper) run this often locally, whatever their rule's rate
