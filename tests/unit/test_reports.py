@@ -27,7 +27,7 @@ from dropscan.cli import main
 from dropscan.manifest import build_manifest, to_json, validate, verdict
 from dropscan.reports import FORMATS, render, render_all
 from dropscan.reports import html as html_report
-from dropscan.reports.spdx import build_document
+from dropscan.reports.spdx import Rendering, build_document
 from dropscan.reports.view import components
 from dropscan.summary import body
 
@@ -468,6 +468,19 @@ def test_reports_rendered_side_by_side_are_the_reports_rendered_one_by_one(sampl
     one_by_one = {fmt: render(sample, fmt) for fmt in FORMATS}
     assert render_all(sample, FORMATS, workers=2) == one_by_one
     assert list(render_all(sample, FORMATS, workers=2)) == list(FORMATS)  # in the order asked for
+
+
+def test_spdx_made_in_parts_is_the_document_made_in_one(sample: Manifest) -> None:
+    # parts cut across packages; one package whose files are not written (no SHA-1) between two that are
+    busybox = sample["components"][0]["prefix"]
+    for f in sample["files"]:
+        if not f["path"].startswith(busybox):
+            f.pop("sha1", None)
+    whole = render(sample, "spdx")
+    assert whole.count('"fileName"') > 100  # the files of busybox are written
+    for parts in (2, 3, 7):
+        with Rendering(sample, parts=parts) as rendering:
+            assert rendering.text() == whole
 
 
 def test_a_manifest_is_written_a_file_a_line_and_reads_back_the_same(sample: Manifest) -> None:

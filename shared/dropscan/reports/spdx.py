@@ -11,12 +11,14 @@ file-level evidence then lives in manifest.json and the CycloneDX SBOM only. Not
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 from urllib.parse import quote
 
 from license_expression import ExpressionError, LicenseExpression
@@ -24,6 +26,9 @@ from spdx_tools.common.spdx_licensing import spdx_licensing
 from spdx_tools.spdx.jsonschema import converter as _json_converter
 from spdx_tools.spdx.jsonschema.annotation_converter import AnnotationConverter
 from spdx_tools.spdx.jsonschema.document_converter import DocumentConverter
+from spdx_tools.spdx.jsonschema.document_properties import DocumentProperty
+from spdx_tools.spdx.jsonschema.file_converter import FileConverter
+from spdx_tools.spdx.jsonschema.relationship_converter import RelationshipConverter
 from spdx_tools.spdx.model.actor import Actor, ActorType
 from spdx_tools.spdx.model.annotation import Annotation, AnnotationType
 from spdx_tools.spdx.model.checksum import Checksum, ChecksumAlgorithm
@@ -43,6 +48,7 @@ from spdx_tools.spdx.model.spdx_none import SpdxNone
 from spdx_tools.spdx.writer.write_utils import convert
 
 from dropscan import __version__
+from dropscan.forked import Done, Forked
 from dropscan.reports import view
 
 # spdx-tools' JSON converter turns each property name from snake_case into camelCase with a regex, once
@@ -73,19 +79,121 @@ SOURCE_SUFFIXES = frozenset({
 # fmt: on
 
 LicenceValue: TypeAlias = LicenseExpression | SpdxNoAssertion | SpdxNone
+T = TypeVar("T")
 
 
 def render(manifest: Mapping[str, Any]) -> str:
-    # What spdx-tools' write_document_to_stream does, less three costs that matter at 80,000 files: its
-    # validation is quadratic (it lists every SPDX id for each reference: the tests validate instead); so
-    # is its placing of annotations (each file looks through all of them: 26 million calls and two
-    # minutes for a kernel drop with 328 flags), done here by SPDX id; and its indent of 4 makes a
-    # kernel's document 68 MB instead of 40 MB.
-    document = build_document(manifest)
-    annotations, document.annotations = document.annotations, []
-    out = convert(document, DocumentConverter())  # type: ignore[no-untyped-call]
-    _attach(out, annotations)
-    return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
+    with Rendering(manifest) as rendering:
+        return rendering.text()
+
+
+class Rendering:
+    """The SPDX document of ``manifest``, its File elements made in ``parts`` children forked now (1: here).
+
+    At 80,000 files those elements and their relationships are nearly all the work (5 s of a kernel
+    drop's), and they are independent of one another; the caller renders its other reports meanwhile.
+
+    What spdx-tools' write_document_to_stream does, less three costs that matter at 80,000 files: its
+    validation is quadratic (it lists every SPDX id for each reference: the tests validate instead); so
+    is its placing of annotations (each file looks through all of them: 26 million calls and two minutes
+    for a kernel drop with 328 flags), done here by SPDX id; and its indent of 4 makes a kernel's
+    document 68 MB instead of 40 MB.
+    """
+
+    def __init__(self, manifest: Mapping[str, Any], parts: int = 1) -> None:
+        layout = _layout(manifest)
+        # placed by SPDX id, not by each element's converter looking through all of them
+        annotations, layout.document.annotations = layout.document.annotations, []
+        self._layout = layout
+        entries = layout.entries
+        file_ids = {spdx_id("File", e.n) for e in entries}
+        on_files: dict[str, list[Annotation]] = {}
+        for a in annotations:
+            if a.spdx_id in file_ids:
+                on_files.setdefault(a.spdx_id, []).append(a)
+        self._annotations = [a for a in annotations if a.spdx_id not in file_ids]
+        self._parts: list[Forked[_Elements] | Done[_Elements]] = []
+        if parts < 2 or len(entries) < 2:
+            self._parts.append(Done(_elements(layout, entries, on_files)))
+            return
+        size = -(-len(entries) // parts)
+        for i in range(0, len(entries), size):
+            self._parts.append(Forked(_elements, layout, entries[i : i + size], on_files))
+
+    def __enter__(self) -> Rendering:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for part in self._parts:
+            part.__exit__(*exc)  # a part never asked for is stopped
+
+    def text(self) -> str:
+        """The document, as ``json.dumps(..., separators=(",", ":"), ensure_ascii=False)`` writes it."""
+        files: list[str] = []
+        contains: dict[str, list[str]] = {}
+        for part in self._parts:
+            made, related = part.result()
+            if made:
+                files.append(made)
+            for package, text in related:
+                contains.setdefault(package, []).append(text)
+        converter = DocumentConverter()  # type: ignore[no-untyped-call]
+        out = convert(self._layout.document, converter)  # type: ignore[no-untyped-call]
+        head = out["relationships"]  # DESCRIBES, then the drop's CONTAINS of each package, in order
+        converted = set(out)
+        _attach(out, self._annotations)
+        relationships = [_dumps(head[0])]
+        for rel, (package, _) in zip(head[1:], self._layout.per_package, strict=True):
+            relationships += [_dumps(rel), *contains.get(package, ())]
+        texts = {k: _dumps(v) for k, v in out.items()}
+        if files:
+            texts["files"] = "[" + ",".join(files) + "]"
+        texts["relationships"] = "[" + ",".join(relationships) + "]"
+        # in the order spdx-tools writes a whole document's properties, then what _attach added
+        order = [converter.json_property_name(p) for p in DocumentProperty]
+        keys = [k for k in order if k in texts and (k in converted or k == "files")]
+        keys += [k for k in out if k not in converted]
+        return "{" + ",".join(f"{_dumps(k)}:{texts[k]}" for k in keys) + "}"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+#: the JSON of some File elements (comma-separated), and of their packages' CONTAINS relationships to
+#: them (comma-separated, per package): text, which comes back from a child faster than the dicts
+_Elements: TypeAlias = tuple[str, list[tuple[str, str]]]
+
+
+def _elements(
+    layout: _Layout, entries: Sequence[_Entry], annotations: Mapping[str, list[Annotation]]
+) -> _Elements:
+    files = [_file(e) for e in entries]
+    file_converter, relationship_converter = FileConverter(), RelationshipConverter()  # type: ignore[no-untyped-call]
+    annotation_converter = AnnotationConverter()  # type: ignore[no-untyped-call]
+    made = []
+    for f in files:
+        element = file_converter.convert(f, layout.document)
+        if f.spdx_id in annotations:
+            element["annotations"] = [annotation_converter.convert(a) for a in annotations[f.spdx_id]]
+        made.append(element)
+    related = [
+        (
+            package,
+            _dumps(
+                [
+                    relationship_converter.convert(
+                        Relationship(package, RelationshipType.CONTAINS, f.spdx_id)
+                    )
+                    for _, f in group
+                ]
+            )[1:-1],
+        )
+        for package, group in itertools.groupby(
+            zip(entries, files, strict=True), key=lambda ef: ef[0].package
+        )
+    ]
+    return _dumps(made)[1:-1], related
 
 
 def _attach(out: dict[str, Any], annotations: Sequence[Annotation]) -> None:
@@ -187,8 +295,26 @@ def verification_code(sha1s: Iterable[str]) -> PackageVerificationCode:
     return PackageVerificationCode(hashlib.sha1("".join(sorted(sha1s)).encode()).hexdigest())
 
 
-def build_document(manifest: Mapping[str, Any]) -> Document:
-    """The SPDX 2.3 model of ``manifest``: the drop, the components it contains, their files."""
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """What one File element is made of: the manifest's file, its number, its licences, its package."""
+
+    file: Mapping[str, Any]
+    n: int
+    licences: list[LicenceValue]
+    package: str
+
+
+@dataclass
+class _Layout:
+    """The document but its File elements and their relationships, and what those are made of."""
+
+    document: Document  # no files; relationships: DESCRIBES and the drop's CONTAINS of each package
+    entries: list[_Entry]  # every File element, in document order
+    per_package: list[tuple[str, int]]  # each package's id and number of entries, in document order
+
+
+def _layout(manifest: Mapping[str, Any]) -> _Layout:
     supplier = str(manifest.get("supplier") or "unknown")
     scan_id = str(manifest.get("scan_id") or "unknown")
     info = CreationInfo(
@@ -209,37 +335,69 @@ def build_document(manifest: Mapping[str, Any]) -> Document:
     licences = Licences()
     packages = [_drop_package(manifest)]
     relationships = [Relationship(DOCUMENT_ID, RelationshipType.DESCRIBES, DROP_ID)]
-    files: list[File] = []
+    entries: list[_Entry] = []
+    per_package: list[tuple[str, int]] = []
     by_component = _files_by_component(manifest)
     triaged = view.has_triage(manifest)
     for n, c in enumerate(manifest.get("components") or [], 1):
         pkg_id = spdx_id("Package", n, view.component_name(c))
         members = by_component.get(str(c.get("prefix") or ""), [])
         analysed = bool(members) and all(f.get("sha1") for f in members)
-        pkg_files = (
-            [_file(f, len(files) + i, licences, triaged) for i, f in enumerate(members, 1)]
+        mine = (
+            [
+                _Entry(f, len(entries) + i, _file_licences(f, licences, triaged), pkg_id)
+                for i, f in enumerate(members, 1)
+            ]
             if analysed
             else []
         )
-        packages.append(_component_package(c, pkg_id, pkg_files, members, licences, supplier))
+        packages.append(_component_package(c, pkg_id, mine, members, licences, supplier))
         relationships.append(Relationship(DROP_ID, RelationshipType.CONTAINS, pkg_id))
-        relationships += [Relationship(pkg_id, RelationshipType.CONTAINS, f.spdx_id) for f in pkg_files]
-        files += pkg_files
-    return Document(
+        per_package.append((pkg_id, len(mine)))
+        entries += mine
+    file_ids = {str(e.file["path"]): spdx_id("File", e.n) for e in entries}
+    document = Document(
         info,
         packages=packages,
-        files=files,
-        annotations=_flag_annotations(manifest, files, packages, info.created),
+        files=[],
+        annotations=_flag_annotations(manifest, file_ids, packages, info.created),
         relationships=relationships,
         extracted_licensing_info=list(licences.extracted.values()),
     )
+    return _Layout(document, entries, per_package)
+
+
+def _with_files(layout: _Layout, contains: Sequence[T], head: Sequence[T]) -> list[T]:
+    """The relationships in document order: ``head`` (DESCRIBES, then the drop's CONTAINS of each
+    package), each package's CONTAINS of its files (``contains``, in entry order) right after its own."""
+    out = [head[0]]
+    start = 0
+    for rel, (_, count) in zip(head[1:], layout.per_package, strict=True):
+        out.append(rel)
+        out += contains[start : start + count]
+        start += count
+    return out
+
+
+def build_document(manifest: Mapping[str, Any]) -> Document:
+    """The SPDX 2.3 model of ``manifest``: the drop, the components it contains, their files."""
+    layout = _layout(manifest)
+    files = [_file(e) for e in layout.entries]
+    contains = [
+        Relationship(e.package, RelationshipType.CONTAINS, f.spdx_id)
+        for e, f in zip(layout.entries, files, strict=True)
+    ]
+    doc = layout.document
+    doc.files = files
+    doc.relationships = _with_files(layout, contains, doc.relationships)
+    return doc
 
 
 def _flag_annotations(
-    manifest: Mapping[str, Any], files: Sequence[File], packages: Sequence[Package], when: datetime
+    manifest: Mapping[str, Any], file_ids: Mapping[str, str], packages: Sequence[Package], when: datetime
 ) -> list[Annotation]:
-    """Each red flag as a REVIEW annotation on its file (on its package when the file is not written)."""
-    file_ids = {f.name[2:]: f.spdx_id for f in files}
+    """Each red flag as a REVIEW annotation on its file (on its package when the file is not written);
+    ``file_ids``: the SPDX id of each path written as a File."""
     package_ids = {
         str(c.get("prefix") or ""): p.spdx_id
         for c, p in zip(manifest.get("components") or [], packages[1:], strict=True)
@@ -251,7 +409,7 @@ def _flag_annotations(
         target = file_ids.get(path) or package_ids.get(str(fl.get("component") or ""), DROP_ID)
         where = (
             f" at {view.flag_location(fl)}"
-            if target not in file_ids.values()
+            if path not in file_ids
             else (f" at line {fl['line']}" if fl.get("line") else "")
         )
         text = f"red flag {fl.get('kind')} ({fl.get('severity')}){where}: {fl.get('detail') or ''}".rstrip(
@@ -294,7 +452,7 @@ def _drop_package(manifest: Mapping[str, Any]) -> Package:
 def _component_package(
     c: Mapping[str, Any],
     pkg_id: str,
-    files: Sequence[File],
+    files: Sequence[_Entry],
     members: Sequence[Mapping[str, Any]],
     licences: Licences,
     supplier: str,
@@ -328,7 +486,7 @@ def _component_package(
         )
     found: dict[str, LicenceValue] = {}
     for f in files:
-        for lic in f.license_info_in_file:
+        for lic in f.licences:
             if isinstance(lic, LicenseExpression):
                 found.setdefault(str(lic), lic)
     return Package(
@@ -352,12 +510,9 @@ def _component_package(
     )
 
 
-def _file(f: Mapping[str, Any], n: int, licences: Licences, triaged: bool) -> File:
+def _file_licences(f: Mapping[str, Any], licences: Licences, triaged: bool) -> list[LicenceValue]:
+    """The licences a file states, in the order found (registering those off the SPDX list)."""
     path = str(f["path"])
-    checksums = [
-        Checksum(ChecksumAlgorithm.SHA1, str(f["sha1"])),
-        Checksum(ChecksumAlgorithm.SHA256, str(f["sha256"])),
-    ]
     in_file: list[LicenceValue] = []
     seen: set[str] = set()
     for lic in view.licence_findings(f):
@@ -371,6 +526,15 @@ def _file(f: Mapping[str, Any], n: int, licences: Licences, triaged: bool) -> Fi
             in_file.append(value)
     if not in_file and triaged and f["class"] in view.REVIEW:
         in_file = [SpdxNone()]  # examined, and no licence statement in it
+    return in_file
+
+
+def _file(e: _Entry) -> File:
+    f = e.file
+    checksums = [
+        Checksum(ChecksumAlgorithm.SHA1, str(f["sha1"])),
+        Checksum(ChecksumAlgorithm.SHA256, str(f["sha256"])),
+    ]
     comment = f"class {f['class']}"
     ups = f.get("upstream") or []
     if ups:
@@ -378,10 +542,10 @@ def _file(f: Mapping[str, Any], n: int, licences: Licences, triaged: bool) -> Fi
     if f.get("unreadable"):
         comment += f"; unreadable: {f['unreadable']}"
     return File(
-        name=f"./{path}",
-        spdx_id=spdx_id("File", n),
+        name=f"./{f['path']}",
+        spdx_id=spdx_id("File", e.n),
         checksums=checksums,
         file_types=file_types(f),
-        license_info_in_file=in_file,
+        license_info_in_file=e.licences,
         comment=comment,
     )
