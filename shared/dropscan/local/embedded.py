@@ -127,7 +127,9 @@ class EmbeddedStack:
 #: one process runs the functions one after another, so a redelivery can never overlap its first run;
 #: short timeouts let a crashed invocation's messages come back in seconds rather than minutes;
 #: triage uses every core of the machine; DynamoDB calls one at a time per process, as moto answers
-#: under this process's GIL, and a lookup's reads split with a forked child that has a GIL of its own
+#: under this process's GIL, and a lookup's reads split with a forked child that has a GIL of its own;
+#: chunks as big as the template allows, as lookups run one at a time here and each forks once (kernel
+#: drop: 17 chunks, lookups 7.2-7.6 s; 42 chunks of 2,000: 8.8-9.3 s; 84 of 1,000: 9.4-9.6 s)
 LOCAL_PARAMETERS = {
     "QueueVisibilityTimeout": "30",
     "StageVisibilityTimeout": "10",
@@ -135,6 +137,8 @@ LOCAL_PARAMETERS = {
     "TriageWorkers": "0",
     "DynamoDBConcurrency": "1",
     "DynamoDBReads": "forked",
+    "ChunkSize": "5000",
+    "ChunkKeys": "5000",
 }
 
 #: scheduled functions (the sweeper) run this often locally, whatever their rule's rate
