@@ -6,14 +6,14 @@ import contextlib
 import ctypes
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import libarchive
 from libarchive.exception import ArchiveError
 
-from dropscan.inflate import InflateError, PlainStream, plain_stream
+from dropscan.inflate import InflateError, PlainStream, Source, plain_stream
 
 #: triage reads at most this much of one file: licence headers and red flags sit near the top
 CONTENT_LIMIT = 4 * 1024 * 1024
@@ -117,31 +117,75 @@ class _Into:
 
 
 def compressed_contents(
-    fd: int, codec: str, wanted: Mapping[str, int], *, max_depth: int = 8
+    source: Source, codec: str, wanted: Mapping[str, int], *, max_depth: int = 8
 ) -> Extracted | None:
-    """What :func:`contents_by_digest` reads, from a compressed archive arriving on the pipe ``fd``.
+    """What :func:`contents_by_digest` reads, from a compressed archive ``source`` (``read`` only).
 
     It is decompressed beside the read (``inflate.plain_stream``: a forked decompressor with two cores)
     and read as a stream, so triage needs no copy of the drop on disk. None when nothing inside reads
     as an archive stream (a compressed single file, a 7z): read a copy of the file then.
     """
     out = Extracted()
-    with os.fdopen(fd, "rb") as pipe:
-        plain = plain_stream(pipe, codec)
-        # not an archive, or broken part-way: what was read is kept, as contents_by_digest keeps it
-        broken = contextlib.suppress(ArchiveError, InflateError)
-        try:
-            with broken, libarchive.stream_reader(_Into(plain), block_size=READ_BLOCK) as reader:
-                _walk(reader, wanted, max_depth, out)
-        finally:
-            plain.close()
+    plain = plain_stream(source, codec)
+    # not an archive, or broken part-way: what was read is kept, as contents_by_digest keeps it
+    broken = contextlib.suppress(ArchiveError, InflateError)
+    try:
+        with broken, libarchive.stream_reader(_Into(plain), block_size=READ_BLOCK) as reader:
+            _walk(reader, wanted, max_depth, out)
+    finally:
+        plain.close()
     return out if out.sha1 else None
 
 
-def piped_contents(read_end: int, write_end: int, codec: str, wanted: Mapping[str, int]) -> Extracted | None:
-    """:func:`compressed_contents`, in a child forked with both ends of the pipe open."""
-    os.close(write_end)  # left open here (and in the decompressor forked next), the pipe would never end
-    return compressed_contents(read_end, codec, wanted)
+@dataclass(frozen=True)
+class SourceFailed:
+    """The drop could not be read to its end (an S3 error): a result, so that it crosses the fork whole."""
+
+    message: str
+
+
+def streamed_contents(
+    open_body: Callable[[], Source], codec: str, wanted: Mapping[str, int]
+) -> Extracted | SourceFailed | None:
+    """:func:`compressed_contents` of the body ``open_body`` opens: for a child forked to read the drop
+    from S3 on a connection of its own while its parent goes on (loading the licence index holds the
+    parent's GIL for a second; a thread there feeding this child would wait that long).
+
+    A body that fails part-way is not a truncated archive: SourceFailed, not half a drop.
+    """
+    try:
+        body = _Watched(open_body())
+    except Exception as e:
+        return SourceFailed(f"{type(e).__name__}: {e}")
+    try:
+        got = compressed_contents(body, codec, wanted)
+    finally:
+        body.close()
+    if body.error is not None:
+        return SourceFailed(f"{type(body.error).__name__}: {body.error}")
+    return got
+
+
+class _Watched:
+    """A body whose failure is kept and read as its end, so that the walk stops (the caller tells it)."""
+
+    def __init__(self, body: Any) -> None:
+        self._body = body
+        self.error: BaseException | None = None
+
+    def read(self, size: int = -1, /) -> bytes:
+        if self.error is not None:
+            return b""
+        try:
+            data: bytes = self._body.read(size)
+        except Exception as e:
+            self.error = e
+            return b""
+        return data
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._body.close()
 
 
 def contents_by_digest(path: str, wanted: Mapping[str, int], *, max_depth: int = 8) -> Extracted:

@@ -6,10 +6,8 @@ import dataclasses
 import gzip
 import hashlib
 import json
-import os
 import re
 import tempfile
-import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ from urllib.parse import unquote_plus
 
 from aws_lambda_powertools import Logger
 from boto3.s3.transfer import TransferConfig
+from botocore.exceptions import BotoCoreError, ClientError
 
 from dropscan import heap, licenses, reports, triage, zipsplit
 from dropscan.archive import (
@@ -35,8 +34,8 @@ from dropscan.archive import (
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
-from dropscan.extract import Extracted, contents_by_digest, piped_contents
-from dropscan.forked import Done, Forked, forked_iter, usable_cpus, widen_pipe
+from dropscan.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
+from dropscan.forked import Done, Forked, forked_iter, usable_cpus
 from dropscan.idempotency import once
 from dropscan.inflate import CODECS, PlainStream, plain_stream
 from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key, to_json
@@ -810,6 +809,8 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
                 # the licence index loads (2 s) while the drop is read again (5 s for a kernel)
                 detector = licenses.detector(svc.settings.triage_detector)
                 got = reading.result()
+            if isinstance(got, SourceFailed):
+                raise DropReadError(got.message)
             if got is None:  # not an archive that reads as a stream: from a copy on disk
                 with _read_again(svc, manifest, spool, wanted, beside=False) as reading:
                     got = reading.result()
@@ -817,6 +818,8 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
             found = triage.triage_manifest(
                 manifest, extracted.content, detector=detector, truncated=extracted.truncated, workers=workers
             )
+        except (DropReadError, BotoCoreError, ClientError):
+            raise
         except Exception as e:  # errors are data: the manifest says triage did not finish
             logger.exception("triage failed", extra={"scan_id": manifest["scan_id"]})
             found = triage.TriageReport(
@@ -853,75 +856,30 @@ def _read_again(
     return Done(contents_by_digest(spool.name, wanted))
 
 
-def _stream_again(svc: Services, manifest: Mapping[str, Any], wanted: Mapping[str, int]) -> _Fed | None:
+def _stream_again(
+    svc: Services, manifest: Mapping[str, Any], wanted: Mapping[str, int]
+) -> Forked[Extracted | SourceFailed | None] | None:
     """The same, for a compressed drop, as it streams from S3: no copy on disk, no wait for one.
 
-    A thread of this process feeds the object's bytes through a pipe to a forked child (this process
-    keeps its S3 client: a fork does not carry connections), which decompresses beside its read. None
-    when the drop does not start with a gzip, bzip2 or xz stream.
+    A child forked now reads the object on an S3 client of its own (a fork does not carry
+    connections) and decompresses beside its read. None when the drop does not start with a gzip,
+    bzip2 or xz stream.
     """
-    src = manifest["source"]
-    body = svc.s3.get_object(Bucket=src["bucket"], Key=src["key"], **_drop_version(manifest))["Body"]
-    head = body.read(MAGIC_SPAN)
+    src, version = manifest["source"], _drop_version(manifest)
+    span = f"bytes=0-{MAGIC_SPAN - 1}"
+    head = svc.s3.get_object(Bucket=src["bucket"], Key=src["key"], Range=span, **version)["Body"].read()
     codec = compressor_of(head)
     if codec not in CODECS:
-        body.close()
         return None
-    return stream_to_child(head, body, codec, wanted)
+
+    def open_body() -> Any:
+        return svc.new_s3().get_object(Bucket=src["bucket"], Key=src["key"], **version)["Body"]
+
+    return Forked(streamed_contents, open_body, codec, wanted)
 
 
-def stream_to_child(head: bytes, body: Any, codec: str, wanted: Mapping[str, int]) -> _Fed:
-    """A child forked to read the compressed drop from a pipe, and the thread feeding it ``head`` and
-    then ``body`` (anything with ``iter_chunks`` and ``close``)."""
-    read_end, write_end = os.pipe()
-    widen_pipe(write_end)  # else the feeder, waiting on the GIL the index load holds, writes 13 MB/s
-    reading = Forked(piped_contents, read_end, write_end, codec, wanted)
-    os.close(read_end)
-    return _Fed(reading, _Feeder(write_end, head, body))
-
-
-class _Feeder(threading.Thread):
-    """Writes ``head``, then the rest of ``body``, to the pipe ``fd``; keeps the S3 error it met."""
-
-    def __init__(self, fd: int, head: bytes, body: Any) -> None:
-        super().__init__(name="triage-feed", daemon=True)
-        self.fd, self.head, self.body = fd, head, body
-        self.error: BaseException | None = None
-        self.start()
-
-    def run(self) -> None:
-        try:
-            with os.fdopen(self.fd, "wb") as pipe:
-                pipe.write(self.head)
-                for chunk in self.body.iter_chunks(1 << 20):
-                    pipe.write(chunk)
-        except BrokenPipeError:
-            pass  # the child found no archive to stream, or failed: the caller reads a copy on disk
-        except Exception as e:  # an S3 error: raised in the caller, the triage message comes back
-            self.error = e
-        finally:
-            self.body.close()
-
-
-class _Fed:
-    """A forked read of the drop and the thread feeding it, used as a Forked: the result once both end."""
-
-    def __init__(self, reading: Forked[Extracted | None], feeder: _Feeder) -> None:
-        self._reading, self._feeder = reading, feeder
-
-    def __enter__(self) -> _Fed:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._reading.__exit__(*exc)
-        self._feeder.join()
-
-    def result(self) -> Extracted | None:
-        got = self._reading.result()
-        self._feeder.join()
-        if self._feeder.error is not None:
-            raise self._feeder.error
-        return got
+class DropReadError(RuntimeError):
+    """The drop could not be read again from S3: the triage message comes back and is retried."""
 
 
 # ------------------------------------------------------------------ stage 5: notify

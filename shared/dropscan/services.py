@@ -39,6 +39,10 @@ class Services:
 
     @cached_property
     def s3(self) -> S3Client:
+        return self.new_s3()
+
+    def new_s3(self) -> S3Client:
+        """An S3 client of its own (for a forked child: it must not use its parent's connections)."""
         # SigV4 for the pre-signed report links (boto3 would otherwise sign some with SigV2); checksums
         # only where required, as in dropscan.client (aws-chunked bodies cost quadratic time on moto)
         config = Config(signature_version="s3v4", request_checksum_calculation="when_required")

@@ -4,6 +4,7 @@ ends ``failed`` with a reason and a notification, and always with one manifest a
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -287,9 +288,38 @@ def test_the_same_upload_event_twice_is_unpacked_once(flow: Flow) -> None:
     assert flow.stack.dispatcher.drain(timeout=60)
     unpacks = [d for d in flow.stack.dispatcher.history[before:] if d.function == "UnpackFunction"]
     assert [(d.messages, d.failed) for d in unpacks] == [(1, 0)] * 3
-    # the drop read once by unpack and once by triage (its review set), its three chunks sent once
+    # the drop read once by unpack and once by triage (its first bytes here: the child that reads it
+    # whole has a client of its own), its three chunks sent once
     assert (reads(), chunks()) == (2, 3)
     assert classes(flow.manifest(scan_id)) == EXPECTED
+    assert len(flow.notes(scan_id)) == 1
+
+
+def test_a_drop_triage_cannot_read_again_brings_the_triage_back_rather_than_half_a_triage(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given S3 refusing the drop to the child triage forks to read it again (on a client of its own)
+    here, armed = os.getpid(), [True]
+    new_s3 = Services.new_s3
+
+    def refusing(svc: Services) -> Any:
+        client = new_s3(svc)
+        if armed[0] and os.getpid() != here:
+            flow.faults.error(client, "GetObject", DENIED, times=None, when=key_contains("drops/"))
+        return client
+
+    monkeypatch.setattr(Services, "new_s3", refusing)
+    _, scan_id = flow.stack.client.upload_drop(flow.drop, "acme")
+    # When the scan runs until its triage has failed
+    assert flow.stack.dispatcher.run_until(lambda: flow.failed_deliveries("TriageFunction") >= 1, timeout=60)
+    # Then no manifest says what a triage that never read the drop found
+    assert not flow.has_manifest(scan_id)
+    # and once S3 serves the drop again, the message that came back ends the scan, triaged whole
+    armed[0] = False
+    assert flow.stack.dispatcher.drain(timeout=60)
+    manifest = flow.manifest(scan_id)
+    assert "error" not in manifest["triage"] and manifest["triage"]["files"] > 0
+    assert classes(manifest) == EXPECTED
     assert len(flow.notes(scan_id)) == 1
 
 

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import io
 import os
 import tarfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dropscan.extract import Extracted, contents_by_digest, piped_contents
+from dropscan.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.forked import Forked
 from dropscan.licenses import TagDetector, detector, scancode_available, spdx_tags
 from dropscan.manifest import verdict
-from dropscan.pipeline import stream_to_child
 from dropscan.triage import component_license, triage_file, triage_manifest
 
 from builders import make_tar, tar_bytes
@@ -187,20 +183,11 @@ def test_a_truncated_drop_yields_what_could_be_read(tmp_path: Path) -> None:
 
 
 def streamed(path: Path, codec: str, wanted: dict[str, int]) -> Extracted | None:
-    """The drop at ``path`` read by a forked child from a pipe a thread feeds, as triage reads it from S3."""
-    read_end, write_end = os.pipe()
-    with Forked(piped_contents, read_end, write_end, codec, wanted) as reading:
-        os.close(read_end)
-        feeder = threading.Thread(target=_write_all, args=(write_end, path.read_bytes()))
-        feeder.start()
+    """The drop at ``path`` read by a forked child as it streams, as triage reads it from S3."""
+    with Forked(streamed_contents, lambda: path.open("rb"), codec, wanted) as reading:
         got = reading.result()
-        feeder.join()
+    assert not isinstance(got, SourceFailed)  # a local file never fails part-way
     return got
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    with contextlib.suppress(BrokenPipeError), os.fdopen(fd, "wb") as pipe:
-        pipe.write(data)
 
 
 @pytest.mark.parametrize(("compression", "codec"), [("gz", "gzip"), ("bz2", "bzip2"), ("xz", "xz")])
@@ -226,14 +213,19 @@ def test_a_compressed_drop_read_as_a_stream_gives_what_its_copy_on_disk_gives(
 
 
 class _Breaking:
-    """An S3 body whose connection drops half-way."""
+    """An S3 body whose connection drops half-way (``at`` 0: opening it fails)."""
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
+    def __init__(self, data: bytes, at: float = 0.5) -> None:
+        if not at:
+            raise ConnectionRefusedError("Connection refused")
+        self.data, self.left = data, int(len(data) * at)
 
-    def iter_chunks(self, size: int) -> Iterator[bytes]:
-        yield self.data[: len(self.data) // 2]
-        raise ConnectionResetError("Connection reset by peer")
+    def read(self, size: int = -1) -> bytes:
+        if not self.left:
+            raise ConnectionResetError("Connection reset by peer")
+        n = self.left if size < 0 else min(size, self.left)
+        block, self.data, self.left = self.data[:n], self.data[n:], self.left - n
+        return block
 
     def close(self) -> None:
         pass
@@ -245,10 +237,12 @@ def test_an_s3_error_while_the_drop_streams_fails_the_read_rather_than_cutting_i
     drop = make_tar(tmp_path / "drop.tar.gz", {"a.c": b"alpha\n", "big.bin": os.urandom(400_000)})
     data = drop.read_bytes()
     want = {hashlib.sha256(b"alpha\n").hexdigest(): 6}
-    reading = stream_to_child(data[:512], _Breaking(data[512:]), "gzip", want)
-    # raised: the triage message comes back, rather than half a drop triaged
-    with reading, pytest.raises(ConnectionResetError):
-        reading.result()
+    with Forked(streamed_contents, lambda: _Breaking(data), "gzip", want) as reading:
+        got = reading.result()
+    # told as such: the triage message comes back, rather than half a drop triaged
+    assert got == SourceFailed("ConnectionResetError: Connection reset by peer")
+    with Forked(streamed_contents, lambda: _Breaking(data, at=0), "gzip", want) as reading:
+        assert isinstance(reading.result(), SourceFailed)  # the GET itself failed
 
 
 def test_a_compressed_file_that_is_no_archive_is_left_to_the_copy_on_disk(tmp_path: Path) -> None:
