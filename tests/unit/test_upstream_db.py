@@ -14,19 +14,26 @@ from typing import Any
 
 import boto3
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from moto import mock_aws
 
 from dropscan.archive import ArchiveReadError
 from dropscan.models import Trust
 from dropscan.upstream_db import (
+    FORMS,
     RELEASE_PAGE,
     WRITER_LEASE,
+    DigestInfo,
     FileDigests,
     LeaseBusy,
     LeaseLost,
     UpstreamDB,
     VersionRange,
     WriterLease,
+    _ItemEncoder,
+    digest_item,
+    info_to_json,
 )
 
 A, B, K = "a" * 64, "b" * 64, "c" * 64
@@ -268,3 +275,23 @@ def test_a_forked_read_sees_every_write_made_before_it(dynamodb: Any) -> None:
     found = db.lookup(first + second)
     assert set(found) == set(first + second)
     assert found[second[0]].packages == {"foo": VersionRange("2.0", "2.0")}
+
+
+@given(
+    forms=st.frozensets(st.sampled_from(FORMS), min_size=1),
+    ranges=st.dictionaries(
+        st.text(min_size=1, max_size=8),
+        st.tuples(st.text(max_size=6), st.text(max_size=6)),
+        min_size=1,
+        max_size=3,
+    ),
+    more=st.dictionaries(st.sampled_from(["kw", "ws"]), st.sampled_from([A, B, K])),
+)
+def test_a_merge_writes_each_item_as_digest_item_would(
+    forms: frozenset[str], ranges: dict[str, tuple[str, str]], more: dict[str, str]
+) -> None:
+    # the merge's encoder memoises parts of the JSON; the item must not differ by a byte
+    info = DigestInfo(forms, {p: VersionRange(lo, hi) for p, (lo, hi) in ranges.items()})
+    encoder = _ItemEncoder()
+    for _ in range(2):  # made, then from memory
+        assert encoder.item(A, info, more) == digest_item(A, {**info_to_json(info), **more})
