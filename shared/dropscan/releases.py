@@ -6,6 +6,7 @@ import gzip
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ _ARCHIVE_SUFFIX = re.compile(
 _NAME_VERSION = re.compile(r"^(?P<name>.+?)[-_](?P<version>\d[\w.+~-]*)$")
 
 
+@lru_cache(maxsize=4096)  # a scan compares the same few versions hundreds of thousands of times
 def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
     """Natural order: 1.9 < 1.10 < 1.10.1; letters sort after numbers at the same place."""
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in _PART.split(version) if p)
