@@ -138,11 +138,6 @@ def info_to_json(info: DigestInfo) -> dict[str, Any]:
     return {"f": sorted(info.forms), "p": {p: r.as_list() for p, r in sorted(info.packages.items())}}
 
 
-def digest_item(digest: str, value: Mapping[str, Any]) -> dict[str, Any]:
-    """A raw digest item, serialised by hand as digest_from_raw reads it (a pynamodb model costs 3x)."""
-    return {"pk": {"S": digest}, "v": {"S": json.dumps({"d": digest, **value}, separators=(",", ":"))}}
-
-
 #: what a lookup reads of a digest item: ``v``, which repeats the key, because moto's response
 #: serializer costs per attribute value (one instead of two: 8,700 keys/s instead of 6,000). ``forms``
 #: is there to see items of the earlier layout, which are then read again whole.
@@ -195,9 +190,10 @@ def _dumps(value: Any) -> str:
 
 
 class _ItemEncoder:
-    """``digest_item(digest, {**info_to_json(info), **more})``, the same string, with the JSON of form
-    sets and package ranges made once: a release's items share a handful of form sets and one range, and
-    json.dumps per item was a fifth of a kernel ingest's own work beside moto's."""
+    """Raw digest items, serialised by hand as digest_from_raw reads them (a pynamodb model costs 3x):
+    ``v`` is json.dumps of ``{"d": digest, **info_to_json(info), **more}``, with the JSON of form sets and
+    package ranges made once (a release's items share a handful of each; json.dumps per item was a fifth
+    of a kernel ingest's own work beside moto's)."""
 
     def __init__(self) -> None:
         self._forms: dict[frozenset[str], str] = {}

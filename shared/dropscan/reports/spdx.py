@@ -106,7 +106,7 @@ class Rendering:
         annotations, layout.document.annotations = layout.document.annotations, []
         self._layout = layout
         entries = layout.entries
-        file_ids = {spdx_id("File", e.n) for e in entries}
+        file_ids = {e.spdx_id for e in entries}
         on_files: dict[str, list[Annotation]] = {}
         for a in annotations:
             if a.spdx_id in file_ids:
@@ -142,9 +142,7 @@ class Rendering:
         head = out["relationships"]  # DESCRIBES, then the drop's CONTAINS of each package, in order
         converted = set(out)
         _attach(out, self._annotations)
-        relationships = [_dumps(head[0])]
-        for rel, (package, _) in zip(head[1:], self._layout.per_package, strict=True):
-            relationships += [_dumps(rel), *contains.get(package, ())]
+        relationships = _with_files(self._layout, [_dumps(rel) for rel in head], contains)
         texts = {k: _dumps(v) for k, v in out.items()}
         if files:
             texts["files"] = "[" + ",".join(files) + "]"
@@ -177,22 +175,10 @@ def _elements(
         if f.spdx_id in annotations:
             element["annotations"] = [annotation_converter.convert(a) for a in annotations[f.spdx_id]]
         made.append(element)
-    related = [
-        (
-            package,
-            _dumps(
-                [
-                    relationship_converter.convert(
-                        Relationship(package, RelationshipType.CONTAINS, f.spdx_id)
-                    )
-                    for _, f in group
-                ]
-            )[1:-1],
-        )
-        for package, group in itertools.groupby(
-            zip(entries, files, strict=True), key=lambda ef: ef[0].package
-        )
-    ]
+    related = []
+    for package, group in itertools.groupby(entries, key=lambda e: e.package):
+        rels = [Relationship(package, RelationshipType.CONTAINS, e.spdx_id) for e in group]
+        related.append((package, _dumps([relationship_converter.convert(r) for r in rels])[1:-1]))
     return _dumps(made)[1:-1], related
 
 
@@ -297,10 +283,10 @@ def verification_code(sha1s: Iterable[str]) -> PackageVerificationCode:
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    """What one File element is made of: the manifest's file, its number, its licences, its package."""
+    """What one File element is made of: the manifest's file, its SPDX id, its licences, its package."""
 
     file: Mapping[str, Any]
-    n: int
+    spdx_id: str
     licences: list[LicenceValue]
     package: str
 
@@ -311,7 +297,7 @@ class _Layout:
 
     document: Document  # no files; relationships: DESCRIBES and the drop's CONTAINS of each package
     entries: list[_Entry]  # every File element, in document order
-    per_package: list[tuple[str, int]]  # each package's id and number of entries, in document order
+    packages: list[str]  # the component packages' ids, in document order
 
 
 def _layout(manifest: Mapping[str, Any]) -> _Layout:
@@ -336,7 +322,7 @@ def _layout(manifest: Mapping[str, Any]) -> _Layout:
     packages = [_drop_package(manifest)]
     relationships = [Relationship(DOCUMENT_ID, RelationshipType.DESCRIBES, DROP_ID)]
     entries: list[_Entry] = []
-    per_package: list[tuple[str, int]] = []
+    package_ids: list[str] = []
     by_component = _files_by_component(manifest)
     triaged = view.has_triage(manifest)
     for n, c in enumerate(manifest.get("components") or [], 1):
@@ -345,7 +331,7 @@ def _layout(manifest: Mapping[str, Any]) -> _Layout:
         analysed = bool(members) and all(f.get("sha1") for f in members)
         mine = (
             [
-                _Entry(f, len(entries) + i, _file_licences(f, licences, triaged), pkg_id)
+                _Entry(f, spdx_id("File", len(entries) + i), _file_licences(f, licences, triaged), pkg_id)
                 for i, f in enumerate(members, 1)
             ]
             if analysed
@@ -353,9 +339,9 @@ def _layout(manifest: Mapping[str, Any]) -> _Layout:
         )
         packages.append(_component_package(c, pkg_id, mine, members, licences, supplier))
         relationships.append(Relationship(DROP_ID, RelationshipType.CONTAINS, pkg_id))
-        per_package.append((pkg_id, len(mine)))
+        package_ids.append(pkg_id)
         entries += mine
-    file_ids = {str(e.file["path"]): spdx_id("File", e.n) for e in entries}
+    file_ids = {str(e.file["path"]): e.spdx_id for e in entries}
     document = Document(
         info,
         packages=packages,
@@ -364,32 +350,30 @@ def _layout(manifest: Mapping[str, Any]) -> _Layout:
         relationships=relationships,
         extracted_licensing_info=list(licences.extracted.values()),
     )
-    return _Layout(document, entries, per_package)
+    return _Layout(document, entries, package_ids)
 
 
-def _with_files(layout: _Layout, contains: Sequence[T], head: Sequence[T]) -> list[T]:
+def _with_files(layout: _Layout, head: Sequence[T], contains: Mapping[str, Sequence[T]]) -> list[T]:
     """The relationships in document order: ``head`` (DESCRIBES, then the drop's CONTAINS of each
-    package), each package's CONTAINS of its files (``contains``, in entry order) right after its own."""
+    package), each package's CONTAINS of its files (``contains``, by package id) right after its own."""
     out = [head[0]]
-    start = 0
-    for rel, (_, count) in zip(head[1:], layout.per_package, strict=True):
+    for rel, package in zip(head[1:], layout.packages, strict=True):
         out.append(rel)
-        out += contains[start : start + count]
-        start += count
+        out += contains.get(package, ())
     return out
 
 
 def build_document(manifest: Mapping[str, Any]) -> Document:
     """The SPDX 2.3 model of ``manifest``: the drop, the components it contains, their files."""
     layout = _layout(manifest)
-    files = [_file(e) for e in layout.entries]
-    contains = [
-        Relationship(e.package, RelationshipType.CONTAINS, f.spdx_id)
-        for e, f in zip(layout.entries, files, strict=True)
-    ]
+    contains: dict[str, list[Relationship]] = {}
+    for e in layout.entries:
+        contains.setdefault(e.package, []).append(
+            Relationship(e.package, RelationshipType.CONTAINS, e.spdx_id)
+        )
     doc = layout.document
-    doc.files = files
-    doc.relationships = _with_files(layout, contains, doc.relationships)
+    doc.files = [_file(e) for e in layout.entries]
+    doc.relationships = _with_files(layout, doc.relationships, contains)
     return doc
 
 
@@ -543,7 +527,7 @@ def _file(e: _Entry) -> File:
         comment += f"; unreadable: {f['unreadable']}"
     return File(
         name=f"./{f['path']}",
-        spdx_id=spdx_id("File", e.n),
+        spdx_id=e.spdx_id,
         checksums=checksums,
         file_types=file_types(f),
         license_info_in_file=e.licences,
