@@ -15,6 +15,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from dropscan import xz
+
 __all__ = [
     "CODECS",
     "ForkedInflater",
@@ -94,10 +96,18 @@ class _Buffered:
         return bytes(self._d.decompress(data, max_length))
 
 
+def _xz() -> Any:
+    """liblzma's threads where there are cores for them, else the stdlib's one-core decoder."""
+    threads = xz.decoder_threads()
+    if threads > 1 and xz.available():
+        return xz.ThreadedXz(threads)
+    return _Buffered(lzma.LZMADecompressor(lzma.FORMAT_XZ), xz.ThreadedXz.magic)
+
+
 CODECS: dict[str, Any] = {
     "gzip": _Zlib,
     "bzip2": lambda: _Buffered(bz2.BZ2Decompressor(), b"BZh"),
-    "xz": lambda: _Buffered(lzma.LZMADecompressor(lzma.FORMAT_XZ), b"\xfd7zXZ\x00"),
+    "xz": _xz,
 }
 _ERRORS = (zlib.error, OSError, lzma.LZMAError, EOFError, ValueError)
 
@@ -287,6 +297,8 @@ class ForkedInflater(PlainStream):
         self._done = False
         self._feed_error: BaseException | None = None
         self._ring = mmap.mmap(-1, QUEUED * CHUNK_OUT)  # MAP_SHARED: the child writes what we read
+        if codec == "xz":
+            xz.available()  # liblzma loaded here: not by the child, after a fork of a threaded parent
         packed_r, packed_w = os.pipe()
         filled_r, filled_w = os.pipe()
         freed_r, freed_w = os.pipe()
