@@ -30,7 +30,9 @@ __all__ = [
     "Progress",
     "Readable",
     "Split",
+    "check_spent",
     "compressor_of",
+    "tar_member_at",
     "walk",
     "walk_nested",
 ]
@@ -105,6 +107,8 @@ _ARCHIVE_MAGICS = {
     re.compile(rb"07070[12][0-9A-Fa-f]{104}"): "cpio",
     re.compile(rb"!<arch>\n"): "ar",
 }
+#: the first byte of every magic above (gzip, bzip2, xz, zstd; zip, 7z, cpio, ar)
+_MAGIC_FIRST = frozenset(b"\x1fB\xfd\x28P70!")
 _STATIC_LIBRARY_SUFFIXES = (".a", ".lib")
 
 _OK, _EOF, _WARN, _FATAL = 0, 1, -20, -30
@@ -315,6 +319,39 @@ def walk_nested(
         walker.report()
 
 
+def tar_member_at(stream: IO[bytes], at: int) -> int | None:
+    """Where the headers of the first member of a plain tar starting at or past byte ``at`` start.
+
+    None for any other format (a compressed tar too), a tar libarchive cannot read that far, or one
+    whose members all start before ``at``. libarchive reads the headers and seeks over the data.
+    """
+    stream.seek(0)
+    try:
+        reader, entry = _open(stream, seekable=True)
+    except (_Unrecognised, _Broken):
+        return None
+    with reader:
+        if _format(reader._p) & 0xFF0000 != _FORMAT_TAR or ffi.filter_count(reader._p) != 1:
+            return None
+        try:
+            while entry is not None:
+                start = int(_read_header_position(reader._p))
+                if start >= at:
+                    return start
+                entry = reader.next_entry()
+        except _Broken:
+            return None
+    return None
+
+
+def check_spent(limits: Limits, spent: Progress) -> None:
+    """LimitExceeded, worded as the walk words it, if ``spent`` is beyond ``limits``' totals."""
+    if spent.members > limits.files:
+        raise LimitExceeded(f"more than {limits.files:,} archive members")
+    if spent.total > limits.total_bytes:
+        raise LimitExceeded(f"more than {_size(limits.total_bytes)} unpacked")
+
+
 def _size(count: int) -> str:
     for unit, factor in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if count >= factor and count % factor == 0:
@@ -487,6 +524,8 @@ def compressor_of(head: bytes) -> str | None:
 
 def _nested_format(head: bytes, path: str) -> str | None:
     """The archive or compressor ``head`` starts with, if any."""
+    if not head or head[0] not in _MAGIC_FIRST:  # most members, source text: nine regexes spared
+        return "tar" if head[257:262] == b"ustar" else None
     fmt = compressor_of(head)
     if fmt is not None:
         return fmt
@@ -738,7 +777,7 @@ class _Walker:
         """Records for one entry of an archive: none (a folder), one, or a nested tree."""
         self.members += 1
         if self.members > self.limits.files:
-            raise LimitExceeded(f"more than {self.limits.files:,} archive members")
+            check_spent(self.limits, self._progress())
         filetype = _entry_filetype(entry) & _TYPE_MASK
         if filetype == _DIRECTORY:
             return
@@ -786,7 +825,7 @@ class _Walker:
             level.expanded += size
             self.total += size
             if self.total > limits.total_bytes:
-                raise LimitExceeded(f"more than {_size(limits.total_bytes)} unpacked")
+                check_spent(limits, self._progress())
             if out > limits.member_bytes:
                 self._bomb(level, f"member {path} is larger than {_size(limits.member_bytes)}")
             if out >= member_check:

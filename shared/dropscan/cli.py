@@ -150,15 +150,17 @@ def _stack(a: argparse.Namespace) -> Iterator[tuple[Any, Any, Callable[[], None]
 
 # ------------------------------------------------------------------ hash
 def cmd_hash(a: argparse.Namespace) -> int:
-    from dropscan.archive import ArchiveReadError, LimitExceeded, walk
+    from dropscan.archive import ArchiveReadError, LimitExceeded
+    from dropscan.halves import walk_file
 
     src = Path(a.archive).expanduser()
     if not src.is_file():
         raise UsageError(f"no such archive: {src}")
     out: IO[str] = open(a.out, "w") if a.out else sys.stdout  # noqa: SIM115
     try:
-        for rec in walk(str(src), src.name):
-            out.write(json.dumps(rec.to_json(), separators=(",", ":")) + "\n")
+        encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per record
+        for rec in walk_file(src, src.name):
+            out.write(encode(rec.to_json()) + "\n")
     except LimitExceeded as e:
         print(f"dropscan: {src}: rejected: {e.reason}", file=sys.stderr)
         return 1

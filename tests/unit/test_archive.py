@@ -126,6 +126,31 @@ def test_libarchive_written_formats(tmp_path: Path, fmt: str, filter_name: str |
     assert hashes(walked(data).values()) == EXPECTED
 
 
+NESTED_KINDS = [
+    ("tar.gz", lambda _: tar(MEMBERS, "w:gz")),
+    ("tar.bz2", lambda _: tar(MEMBERS, "w:bz2")),
+    ("tar.xz", lambda _: tar(MEMBERS, "w:xz")),
+    ("tar.zst", lambda p: libarchive_built(p, "ustar", "zstd", MEMBERS)),
+    ("zip", lambda _: zip_(MEMBERS)),
+    ("7z", lambda p: libarchive_built(p, "7zip", None, MEMBERS)),
+    ("cpio", lambda p: libarchive_built(p, "cpio_newc", None, MEMBERS)),
+    ("odc.cpio", lambda p: libarchive_built(p, "cpio", None, MEMBERS)),
+    ("ar", lambda _: ar_archive({"a.o": ELF, "b.o": b"x"})),
+    ("tar", lambda _: tar(MEMBERS)),
+]
+
+
+@pytest.mark.parametrize(("suffix", "build"), NESTED_KINDS, ids=[k for k, _ in NESTED_KINDS])
+def test_an_archive_of_every_kind_inside_a_tar_is_opened(
+    tmp_path: Path, suffix: str, build: Callable[[Path], bytes]
+) -> None:
+    inner = build(tmp_path)
+    records = walked(tar({"src/x.c": b"int x;\n", f"vendor/pkg.{suffix}": inner}))
+    opened = sorted(p.split("!/", 1)[1] for p in records if p.startswith(f"vendor/pkg.{suffix}!/"))
+    assert opened == sorted(r.path for r in walk(io.BytesIO(inner), "inner"))
+    assert opened and "src/x.c" in records
+
+
 def test_records_carry_size_kind_and_normalised_digests() -> None:
     records = walked(tar(MEMBERS, "w:gz"))
     main = records["src/main.c"]
