@@ -14,6 +14,7 @@ from typing import IO, Any
 
 import boto3
 
+from dropscan import heap
 from dropscan.client import Client, StackNames
 from dropscan.dbdump import export_db, import_db
 from dropscan.forked import Forked
@@ -182,7 +183,7 @@ def embedded(
     os.environ.pop("AWS_ENDPOINT_URL", None)
     os.environ.pop("AWS_PROFILE", None)
     try:
-        with mock_aws():
+        with heap.frozen_survivors(), mock_aws():
             session = boto3.session.Session(region_name=REGION)
             stack = deploy(session, parameters={**LOCAL_PARAMETERS, **(parameters or {})})
             dispatcher = Dispatcher(
