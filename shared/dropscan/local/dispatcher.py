@@ -280,13 +280,23 @@ class Dispatcher:
         return self.run_until(self.idle, timeout=timeout)
 
     def idle(self) -> bool:
+        # In flight and delayed first, visible after, in two calls: moto works out each count at its own
+        # moment, and a message whose visibility timeout ran out between the two was counted in neither
+        # (a drain that ended before a failing message's last delivery: seen once in CI). Nothing else
+        # receives here, so a message not in flight at the first call is still visible at the second.
         for m in self.stack.mappings:
-            attrs = self.sqs.get_queue_attributes(
+            waiting = self.sqs.get_queue_attributes(
                 QueueUrl=m.queue_url,
-                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+                AttributeNames=[
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",
+                ],
             )["Attributes"]
-            if int(attrs["ApproximateNumberOfMessages"]) or int(
-                attrs["ApproximateNumberOfMessagesNotVisible"]
-            ):
+            if any(int(v) for v in waiting.values()):
+                return False
+            visible = self.sqs.get_queue_attributes(
+                QueueUrl=m.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+            )["Attributes"]
+            if int(visible["ApproximateNumberOfMessages"]):
                 return False
         return True
