@@ -35,6 +35,35 @@ def tar_bytes(files: dict[str, bytes], compression: str = "gz") -> bytes:
     return buf.getvalue()
 
 
+def tar_of(
+    *members: tarfile.TarInfo | tuple[str, bytes],
+    fmt: int = tarfile.PAX_FORMAT,
+    global_headers: dict[str, str] | None = None,
+) -> bytes:
+    """A plain tar of ``members``: (name, bytes) pairs, or TarInfo headers for links and special files.
+
+    Names that are not UTF-8 are kept as bytes (surrogateescape); ``global_headers`` opens the tar with
+    a pax global header, as git archive writes one.
+    """
+    out = io.BytesIO()
+    with tarfile.open(
+        fileobj=out,
+        mode="w",
+        format=fmt,
+        encoding="utf-8",
+        errors="surrogateescape",
+        pax_headers=global_headers,
+    ) as tar:
+        for member in members:
+            if isinstance(member, tarfile.TarInfo):
+                tar.addfile(member)
+            else:
+                info = tarfile.TarInfo(member[0])
+                info.size = len(member[1])
+                tar.addfile(info, io.BytesIO(member[1]))
+    return out.getvalue()
+
+
 def make_zip(path: Path, files: dict[str, bytes]) -> Path:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data in files.items():

@@ -15,6 +15,8 @@ from dropscan import halves
 from dropscan.archive import ArchiveReadError, LimitExceeded, Limits, tar_member_at, walk
 from dropscan.models import FileRecord
 
+from builders import tar_of
+
 CUT = 1 << 20  # the members below put the cut near 1 MiB
 
 
@@ -30,14 +32,7 @@ def write_tar(
     fmt: int = tarfile.PAX_FORMAT,
     global_headers: dict[str, str] | None = None,
 ) -> Path:
-    with tarfile.open(path, "w", format=fmt, pax_headers=global_headers) as tar:
-        for member in members:
-            if isinstance(member, tarfile.TarInfo):
-                tar.addfile(member)
-            else:
-                info = tarfile.TarInfo(member[0])
-                info.size = len(member[1])
-                tar.addfile(info, io.BytesIO(member[1]))
+    path.write_bytes(tar_of(*members, fmt=fmt, global_headers=global_headers))
     return path
 
 

@@ -31,6 +31,7 @@ from dropscan.paths import MAX_PATH, escape, unescape
 
 import bombs
 from bombs import GiB, MiB
+from builders import tar_of
 
 
 def sha(data: bytes) -> str:
@@ -56,19 +57,6 @@ def source(data: bytes, seekable: bool) -> Any:
 
 def walked(data: bytes, seekable: bool = False, **options: Any) -> dict[str, FileRecord]:
     return {r.path: r for r in walk(source(data, seekable), "upload", **options)}
-
-
-def tar_of(*members: tarfile.TarInfo | tuple[str, bytes], fmt: int = tarfile.PAX_FORMAT) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=fmt, encoding="utf-8", errors="surrogateescape") as tar:
-        for member in members:
-            if isinstance(member, tarfile.TarInfo):
-                tar.addfile(member)
-            else:
-                info = tarfile.TarInfo(member[0])
-                info.size = len(member[1])
-                tar.addfile(info, io.BytesIO(member[1]))
-    return out.getvalue()
 
 
 def special(name: str, kind: bytes, **fields: Any) -> tarfile.TarInfo:
