@@ -152,11 +152,16 @@ def _produce(
         conn.send(("items", items))
         conn.send(("done", None))
     except Exception as e:
-        try:
-            pickle.dumps(e)
-        except Exception:  # an exception that does not travel is told by name and message
-            e = ForkedError(f"{type(e).__name__}: {e}")
         conn.send(("items", items))  # what was made before the error
-        conn.send(("error", e))
+        conn.send(("error", portable(e)))
     finally:
         conn.close()
+
+
+def portable(error: Exception, fallback: type[Exception] = ForkedError) -> Exception:
+    """``error`` if it crosses a pipe whole (it pickles both ways), else ``fallback`` with its words."""
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        return fallback(f"{type(error).__name__}: {error}")
+    return error

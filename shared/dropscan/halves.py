@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import os
 import pickle
 import tempfile
 from collections.abc import Callable, Iterator
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Any
 
 from dropscan.archive import ArchiveReadError, Limits, Progress, check_spent, tar_member_at, walk
-from dropscan.forked import usable_cpus
+from dropscan.forked import Forked, ForkedError, portable, usable_cpus
 from dropscan.models import FileRecord
 from dropscan.paths import Names
 
@@ -99,42 +97,25 @@ def walk_file(
 def _two_halves(
     path: str | os.PathLike[str], name: str, cut: int, size: int, options: dict[str, Any], limits: Limits
 ) -> Iterator[FileRecord]:
-    ctx = multiprocessing.get_context("fork")
-    with tempfile.TemporaryFile() as spool:
-        conn, child_end = ctx.Pipe(duplex=False)
-        child = ctx.Process(
-            target=_second_half, args=(child_end, spool, path, name, cut, size, options), daemon=True
-        )
-        child.start()
-        child_end.close()
+    with (
+        tempfile.TemporaryFile() as spool,
+        Forked(_second_half, spool, path, name, cut, size, options) as second_half,
+    ):
+        names = Names()
+        first = Progress()
+        with Window(path, 0, cut) as window:
+            for rec in walk(window, name, progress=first, **options):
+                names.claim(rec.path)  # already distinct within the half: nothing is renamed
+                yield rec
         try:
-            names = Names()
-            first = Progress()
-            with Window(path, 0, cut) as window:
-                for rec in walk(window, name, progress=first, **options):
-                    names.claim(rec.path)  # already distinct within the half: nothing is renamed
-                    yield rec
-            status, value, second = _outcome(conn)
-            if status == "died":
-                raise ArchiveReadError(f"the walk of the second half ended without a word ({value})")
-            check_spent(limits, Progress(first.members + second.members, first.total + second.total))
-            spool.seek(0)
-            yield from _records(spool, names)
-            if status == "error":
-                raise value
-        finally:
-            if child.is_alive():
-                child.terminate()
-            child.join()
-            conn.close()
-
-
-def _outcome(conn: Connection) -> tuple[str, Any, Progress]:
-    try:
-        status, value, spent = conn.recv()
-    except EOFError:
-        return "died", "out of memory?", Progress()
-    return status, value, spent
+            error, second = second_half.result()
+        except ForkedError as died:
+            raise ArchiveReadError(f"the walk of the second half ended without a word: {died}") from None
+        check_spent(limits, Progress(first.members + second.members, first.total + second.total))
+        spool.seek(0)
+        yield from _records(spool, names)
+        if error is not None:
+            raise error
 
 
 def _records(spool: IO[bytes], names: Names) -> Iterator[FileRecord]:
@@ -151,16 +132,12 @@ def _records(spool: IO[bytes], names: Names) -> Iterator[FileRecord]:
 
 
 def _second_half(
-    conn: Connection,
-    spool: IO[bytes],
-    path: str | os.PathLike[str],
-    name: str,
-    cut: int,
-    size: int,
-    options: dict[str, Any],
-) -> None:
+    spool: IO[bytes], path: str | os.PathLike[str], name: str, cut: int, size: int, options: dict[str, Any]
+) -> tuple[Exception | None, Progress]:
+    """The walk from ``cut`` on, its records pickled into ``spool``: its error, and what it spent."""
     spent = Progress()
     batch: list[FileRecord] = []
+    error = None
     try:
         with Window(path, cut, size) as window:
             for rec in walk(window, name, progress=spent, **options):
@@ -168,21 +145,8 @@ def _second_half(
                 if len(batch) == BATCH:
                     pickle.dump(batch, spool)
                     batch = []
-        pickle.dump(batch, spool)
-        spool.flush()
-        conn.send(("ok", None, spent))
-    except Exception as error:
-        pickle.dump(batch, spool)  # the records before the error, as a single walk yields them
-        spool.flush()
-        conn.send(("error", _travelling(error), spent))
-    finally:
-        conn.close()
-
-
-def _travelling(error: Exception) -> Exception:
-    """``error`` if it survives pickling (ArchiveReadError and LimitExceeded do), else its words."""
-    try:
-        pickle.loads(pickle.dumps(error))
-    except Exception:
-        return ArchiveReadError(f"{type(error).__name__}: {error}")
-    return error
+    except Exception as e:  # raised by the parent after the records before it, as one walk does
+        error = portable(e, ArchiveReadError)
+    pickle.dump(batch, spool)
+    spool.flush()
+    return error, spent

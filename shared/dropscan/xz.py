@@ -10,6 +10,8 @@ import os
 import weakref
 from typing import Any
 
+from dropscan.forked import usable_cpus
+
 __all__ = ["ThreadedXz", "available", "decoder_threads"]
 
 #: liblzma 5.4.0 (stable) brought lzma_stream_decoder_mt
@@ -97,7 +99,7 @@ def decoder_threads() -> int:
     setting = os.environ.get("DROPSCAN_XZ_THREADS", "")
     if setting.isdigit() and int(setting) > 0:
         return int(setting)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return usable_cpus()
 
 
 def available() -> bool:
