@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dropscan.bench import timed as median
-from dropscan.upstream_db import digest_item
+from dropscan.store.upstream import digest_item
 
 LAYOUTS: dict[str, Callable[[str], dict[str, Any]]] = {
     "earlier (forms set + pkgs map of maps)": lambda d: {

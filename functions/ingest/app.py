@@ -11,8 +11,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dropscan.events import s3_objects
-from dropscan.pipeline import ingest_release
-from dropscan.services import current_services
+from dropscan.stages.ingest import ingest_release
+from dropscan.store.services import current_services
 
 logger = Logger()
 metrics = Metrics()

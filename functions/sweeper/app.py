@@ -9,8 +9,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from dropscan.services import current_services
-from dropscan.sweep import sweep
+from dropscan.stages.sweep import sweep
+from dropscan.store.services import current_services
 
 logger = Logger()
 metrics = Metrics()

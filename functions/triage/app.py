@@ -11,8 +11,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dropscan.events import json_body
-from dropscan.pipeline import triage_scan
-from dropscan.services import current_services
+from dropscan.stages.triage import triage_scan
+from dropscan.store.services import current_services
 
 logger = Logger()
 metrics = Metrics()

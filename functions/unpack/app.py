@@ -11,9 +11,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dropscan.events import part_message, s3_objects
-from dropscan.idempotency import CONFIG as idempotency
-from dropscan.pipeline import unpack_part, unpack_upload
-from dropscan.services import current_services
+from dropscan.stages.unpack import unpack_part, unpack_upload
+from dropscan.store.idempotency import CONFIG as idempotency
+from dropscan.store.services import current_services
 
 logger = Logger()
 metrics = Metrics()

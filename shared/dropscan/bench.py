@@ -147,10 +147,10 @@ def bench_peers(tar: Path, work: Path, runs: int) -> dict[str, Any]:
 
 def bench_flow(upstream: tuple[str, str, Path], drop: Path, lookup_keys: int) -> dict[str, Any]:
     """Ingest and scan on the embedded stack; DynamoDB calls per 1,000 files; lookups per second."""
-    from dropscan.dynamo import BatchTable
+    from dropscan.keys import release_report_key
     from dropscan.local.embedded import embedded
-    from dropscan.releases import release_report_key
-    from dropscan.upstream_db import LOOKUP_PROJECTION
+    from dropscan.store.batch import BatchTable
+    from dropscan.store.upstream import LOOKUP_PROJECTION
 
     pkg, ver, archive = upstream
     with open(os.devnull, "w") as log, embedded(log_stream=log) as es:

@@ -19,9 +19,9 @@ from typing import Any
 
 import libarchive
 
+from dropscan.audit.licenses import Detector, TagDetector, detector
+from dropscan.audit.triage import triage_file
 from dropscan.bench import timed
-from dropscan.licenses import Detector, TagDetector, detector
-from dropscan.triage import triage_file
 
 SEED_ORDER = "sha256"  # the filler files are taken in digest order: the same set every run
 

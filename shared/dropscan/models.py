@@ -1,10 +1,17 @@
-"""Plain data shared by every stage: file records, classes, kinds."""
+"""Plain value types shared by every stage: file records, classes, kinds, what the upstream database
+knows of a digest, a package and a release, and the state of a scan. No I/O."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
+
+from dropscan.keys import ROOT
 
 
 class Kind(StrEnum):
@@ -43,6 +50,10 @@ class FileClass(StrEnum):
 
 CLASS_ORDER: tuple[FileClass, ...] = tuple(FileClass)
 REVIEW_CLASSES = frozenset({FileClass.MODIFIED, FileClass.ADDED})
+
+
+#: a scan's status once it has its manifest
+TERMINAL = ("complete", "rejected", "failed")
 
 
 class Trust(StrEnum):
@@ -107,3 +118,136 @@ class FileRecord:
             link=data.get("link"),
             note=data.get("note"),
         )
+
+
+# ------------------------------------------------------------------ the upstream database's answers
+_VERSION_PART = re.compile(r"(\d+)")
+
+
+@lru_cache(maxsize=4096)  # a scan compares the same few versions hundreds of thousands of times
+def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    """Natural order: 1.9 < 1.10 < 1.10.1; letters sort after numbers at the same place."""
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in _VERSION_PART.split(version) if p)
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    lo: str
+    hi: str
+
+    def widen(self, version: str) -> VersionRange:
+        return VersionRange(min(self.lo, version, key=version_key), max(self.hi, version, key=version_key))
+
+    def as_list(self) -> list[str]:
+        return [self.lo] if self.lo == self.hi else [self.lo, self.hi]
+
+
+@dataclass(frozen=True, slots=True)
+class DigestInfo:
+    """What the database knows of one digest."""
+
+    forms: frozenset[str]
+    packages: Mapping[str, VersionRange]
+
+
+def info_to_json(info: DigestInfo) -> dict[str, Any]:
+    """The ``v`` value of a digest item (also what a lookup hands on to finalize)."""
+    return {"f": sorted(info.forms), "p": {p: r.as_list() for p, r in sorted(info.packages.items())}}
+
+
+def info_from_json(v: Mapping[str, Any]) -> DigestInfo:
+    """The inverse of info_to_json (a range of one version is a list of one)."""
+    return DigestInfo(frozenset(v["f"]), {p: VersionRange(r[0], r[-1]) for p, r in v["p"].items()})
+
+
+@dataclass(frozen=True, slots=True)
+class PackageInfo:
+    name: str
+    trust: Trust
+    versions: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FileDigests:
+    """The three digests of one upstream file."""
+
+    sha256: str
+    kw: str
+    ws: str
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """One upstream release: every path it holds and that file's SHA-256."""
+
+    package: str
+    version: str
+    files: dict[str, str]
+
+    @property
+    def digests(self) -> frozenset[str]:
+        return frozenset(self.files.values())
+
+
+# ------------------------------------------------------------------ scans
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """The object a scan is about."""
+
+    bucket: str
+    key: str
+    etag: str | None
+    version_id: str | None
+    supplier: str
+    metadata: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """A scan's bookkeeping as the scans table holds it: its upload, its parts and chunks, its claim.
+
+    A part is *opened* (``parts_open``) before its message is sent and *closed* once (``parts_closed``,
+    its chunk count added to ``chunks_total``); the scan is complete when every opened part is closed and
+    ``chunks_done`` has reached ``chunks_total``.
+    """
+
+    scan_id: str
+    supplier: str
+    bucket: str
+    key: str
+    created_at: str
+    etag: str | None = None
+    version_id: str | None = None
+    status: str = "scanning"
+    reason: str | None = None
+    source_size: int | None = None
+    source_sha256: str | None = None
+    chunks_total: int | None = None
+    unpack_seconds: float = 0.0
+    chunks_done: int = 0
+    done_chunks: AbstractSet[str] = frozenset()
+    parts_open: AbstractSet[str] | None = None  # None on scans of the earlier layout (one unpack)
+    parts_closed: AbstractSet[str] = frozenset()
+    unpacked_bytes: int = 0  # member bytes read, every part together
+    members: int = 0  # archive members seen, every part together
+    part_reason: str | None = None  # why a part other than the root rejected the scan
+    metadata: dict[str, Any] = field(default_factory=dict)  # the upload's x-amz-meta-*
+    finalized_at: str | None = None
+    finalizer: str | None = None  # the finalize message that claimed the scan
+    pending: str | None = None  # "open" until the scan has its manifest
+
+    def part_closed(self, part: str = ROOT) -> bool:
+        """Whether ``part`` counted its chunks (on a scan of the earlier layout: whether the unpack did)."""
+        if self.parts_open is None and part == ROOT:
+            return self.chunks_total is not None
+        return part in self.parts_closed
+
+    def unfinished_parts(self) -> set[str]:
+        """The parts opened and not closed yet."""
+        return set(self.parts_open or ()) - set(self.parts_closed)
+
+    def is_complete(self) -> bool:
+        """Every part opened is closed, and every chunk they counted is done."""
+        if self.chunks_total is None or self.unfinished_parts():
+            return False
+        return self.chunks_done >= self.chunks_total

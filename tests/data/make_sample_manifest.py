@@ -26,7 +26,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from dropscan.manifest import summarize, verdict
+from dropscan.audit.manifest import summarize, verdict
 
 OUT = Path(__file__).with_name("busybox-acme.manifest.json.gz")
 BUSYBOX = "busybox-1.35.0-acme/"

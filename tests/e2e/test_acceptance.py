@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from dropscan.audit.manifest import validate
 from dropscan.cli import main
-from dropscan.manifest import validate
 
 from builders import cases_dir
 

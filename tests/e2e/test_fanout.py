@@ -17,14 +17,15 @@ import pytest
 from conftest import FAST
 
 from dropscan import zipsplit
+from dropscan.keys import ROOT, manifest_key
 from dropscan.local.embedded import EmbeddedStack, embedded
-from dropscan.manifest import manifest_key, validate
-from dropscan.scans import ROOT, ScanItem
-from dropscan.services import current_services
+from dropscan.models import Scan
+from dropscan.store.services import current_services
 
 import bombs
 from builders import make_tar, make_zip, tar_bytes
 from faults import Faults, key_contains, s3_error
+from helpers.flows import scan_and_wait
 
 EVERY = {"FanOutMiB": "0"}  # every nested archive is a part of its own
 NONE = {"FanOutMiB": "1048576"}  # none is: the walk of one invocation, as before fan-out
@@ -60,18 +61,15 @@ def nested_drop(tmp_path: Path) -> Path:
     return make_tar(tmp_path / "bundle.tar", files, "")
 
 
-def scan_on(stack: EmbeddedStack, drop: Path) -> tuple[dict[str, Any], ScanItem]:
-    _, scan_id = stack.client.upload_drop(drop, "acme")
-    manifest = stack.client.wait_manifest("acme", scan_id, timeout=120)
-    assert manifest is not None, "no manifest"
-    assert stack.dispatcher.drain(timeout=60)
-    validate(manifest)
+def scan_on(stack: EmbeddedStack, drop: Path) -> tuple[dict[str, Any], Scan]:
+    done = scan_and_wait(stack, drop)
+    manifest, scan_id = done.manifest, done.scan_id
     scan = current_services().scans.get(scan_id)
     assert scan is not None
     return manifest, scan
 
 
-def scan_with(parameters: dict[str, str], drop: Path, tmp_path: Path) -> tuple[dict[str, Any], ScanItem]:
+def scan_with(parameters: dict[str, str], drop: Path, tmp_path: Path) -> tuple[dict[str, Any], Scan]:
     with embedded(parameters=parameters) as stack:
         upstream = make_tar(tmp_path / "bar-2.0.tar.gz", {"bar-2.0/fixture.tar.bz2": FIXTURE})
         stack.client.ingest(upstream, "bar", "2.0")

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from conftest import FAST
 
+from dropscan.audit.manifest import validate
+from dropscan.keys import manifest_key
 from dropscan.local.embedded import EmbeddedStack, embedded
-from dropscan.manifest import manifest_key, validate
-from dropscan.services import Services, current_services
+from dropscan.store.services import Services, current_services
 
 from builders import DROP_FILES, EXPECTED_CLASSES, UPSTREAM_FILES, make_tar
 from faults import Faults, dynamodb_error, key_contains, s3_error

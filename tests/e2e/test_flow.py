@@ -13,20 +13,18 @@ from typing import Any
 
 import pytest
 
+from dropscan.audit.manifest import validate
 from dropscan.cli import main
-from dropscan.client import IngestFailed
 from dropscan.local.embedded import EmbeddedStack
-from dropscan.manifest import validate
+from dropscan.store.stack import IngestFailed
 
 from builders import DROP_FILES, EXPECTED_CLASSES, UPSTREAM_FILES, make_tar, make_zip, tar_bytes
+from helpers.flows import scan_and_wait
 
 
 def scan(stack: EmbeddedStack, drop: Path, supplier: str = "acme") -> tuple[dict[str, Any], list[Any]]:
-    _, scan_id = stack.client.upload_drop(drop, supplier)
-    manifest = stack.client.wait_manifest(supplier, scan_id, timeout=120)
-    assert manifest is not None, "no manifest"
-    stack.dispatcher.drain(timeout=60)
-    return manifest, stack.mailbox.for_scan(scan_id)
+    done = scan_and_wait(stack, drop, supplier)
+    return done.manifest, done.notifications
 
 
 def classes(manifest: dict[str, Any]) -> dict[str, str]:

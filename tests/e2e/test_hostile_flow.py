@@ -7,19 +7,17 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from dropscan.audit.manifest import validate
 from dropscan.local.embedded import EmbeddedStack
-from dropscan.manifest import validate
 
 import bombs
 from bombs import GiB
+from helpers.flows import scan_and_wait
 
 
 def scan(stack: EmbeddedStack, drop: Path) -> tuple[dict[str, Any], list[Any]]:
-    _, scan_id = stack.client.upload_drop(drop, "acme")
-    manifest = stack.client.wait_manifest("acme", scan_id, timeout=120)
-    assert manifest is not None, "no manifest"
-    stack.dispatcher.drain(timeout=60)
-    return manifest, stack.mailbox.for_scan(scan_id)
+    done = scan_and_wait(stack, drop)
+    return done.manifest, done.notifications
 
 
 def test_a_decompression_bomb_is_rejected_with_its_reason_and_one_notification(

@@ -12,7 +12,7 @@ from typing import Any
 from conftest import FAST
 
 from dropscan.local.embedded import embedded
-from dropscan.services import current_services
+from dropscan.store.services import current_services
 
 from builders import UPSTREAM_FILES, make_tar
 from faults import Faults, key_contains, s3_error

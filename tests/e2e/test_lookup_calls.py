@@ -9,12 +9,11 @@ from typing import Any
 from dropscan.local.embedded import EmbeddedStack
 
 from builders import make_tar
+from helpers.flows import scan_and_wait
 
 
 def classes_of_scan(stack: EmbeddedStack, drop: Path) -> tuple[dict[str, str], dict[str, Any]]:
-    _, scan_id = stack.client.upload_drop(drop, "acme")
-    manifest = stack.client.wait_manifest("acme", scan_id, timeout=120)
-    assert manifest is not None, "no manifest"
+    manifest = scan_and_wait(stack, drop).manifest
     return {f["path"]: f["class"] for f in manifest["files"]}, manifest["stats"]
 
 

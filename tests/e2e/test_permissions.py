@@ -23,11 +23,10 @@ from typing import Any
 import pytest
 from conftest import FAST
 
+from dropscan.keys import manifest_key, work_key
 from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.local.stack import REGION
-from dropscan.manifest import manifest_key
-from dropscan.pipeline import work_key
-from dropscan.services import current_services
+from dropscan.store.services import current_services
 
 from builders import DROP_FILES, UPSTREAM_FILES, make_tar, tar_bytes
 from faults import Faults, key_contains, query_error, s3_error

@@ -10,6 +10,7 @@ import pytest
 from dropscan.local.embedded import EmbeddedStack
 
 from builders import make_tar, tar_bytes
+from helpers.flows import scan_and_wait
 
 VERSIONS = [f"2.{minor}.0" for minor in range(25, 33)]  # eight releases, like requests 2.25-2.32
 
@@ -38,10 +39,7 @@ def many_releases(stack: EmbeddedStack, tmp_path: Path) -> EmbeddedStack:
 
 
 def scan(stack: EmbeddedStack, drop: Path, metadata: dict[str, str] | None = None) -> dict[str, Any]:
-    _, scan_id = stack.client.upload_drop(drop, "acme", metadata=metadata)
-    manifest = stack.client.wait_manifest("acme", scan_id, timeout=120)
-    assert manifest is not None
-    return manifest
+    return scan_and_wait(stack, drop, metadata=metadata).manifest
 
 
 @pytest.mark.parametrize("version", ["2.25.0", "2.28.0", "2.29.0", "2.32.0"])

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dropscan.keys import manifest_key
 from dropscan.local.embedded import EmbeddedStack, Mailbox
-from dropscan.manifest import manifest_key
 
 from builders import DROP_FILES, UPSTREAM_FILES, make_tar
 

@@ -10,8 +10,8 @@ from cyclonedx.validation.json import JsonStrictValidator
 from spdx_tools.spdx.parser.parse_anything import parse_file
 from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
 
+from dropscan.audit.manifest import validate
 from dropscan.local.embedded import EmbeddedStack
-from dropscan.manifest import validate
 
 from builders import DROP_FILES, UPSTREAM_FILES, make_tar
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -9,13 +10,14 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
+from dropscan.keys import manifest_key, scan_id_for
 from dropscan.local.dispatcher import load_handler
 from dropscan.local.embedded import EmbeddedStack, embedded
-from dropscan.manifest import manifest_key
-from dropscan.pipeline import scan_id_for
-from dropscan.services import current_services
+from dropscan.store.services import current_services
 
 from builders import DROP_FILES, UPSTREAM_FILES, context, load_event, make_tar, tar_bytes
+
+DATA = Path(__file__).parent.parent / "data"
 
 
 def put_drop(stack: EmbeddedStack, path: Path, key: str) -> str:
@@ -32,6 +34,15 @@ def queue_bodies(stack: EmbeddedStack, logical_id: str) -> list[dict[str, Any]]:
     url = next(m.queue_url for m in stack.stack.mappings if m.function.logical_id == logical_id)
     msgs = stack.session.client("sqs").receive_message(QueueUrl=url, MaxNumberOfMessages=10)
     return [json.loads(m["Body"]) for m in msgs.get("Messages", [])]
+
+
+def chunk_event(chunk: dict[str, Any]) -> dict[str, Any]:
+    """The lookup queue's event for a chunk unpack sent (the sample shows the message's shape)."""
+    event = load_event("sqs_chunk.json", MESSAGE_ID="m-lookup", SCAN_ID=chunk["scan_id"])
+    sample = json.loads(event["Records"][0]["body"])
+    assert set(sample) == set(chunk) and set(sample["records"][0]) <= set(chunk["records"][0])
+    event["Records"][0]["body"] = json.dumps(chunk)
+    return event
 
 
 def test_unpack_sends_chunks_and_counts_them(stack: EmbeddedStack, tmp_path: Path, app: Any) -> None:
@@ -78,9 +89,7 @@ def test_finalize_and_triage_write_exactly_one_manifest(
     )
     app("UnpackFunction")(unpack, context())
     [chunk] = queue_bodies(stack, "LookupFunction")
-    lookup = load_event("sqs_finalize.json", MESSAGE_ID="m-lookup", SCAN_ID=scan_id)
-    lookup["Records"][0]["body"] = json.dumps(chunk)
-    app("LookupFunction")(lookup, context())
+    app("LookupFunction")(chunk_event(chunk), context())
     assert queue_bodies(stack, "FinalizeFunction") == [{"scan_id": scan_id}]
 
     first = app("FinalizeFunction")(
@@ -115,8 +124,7 @@ def test_lookup_counts_a_redelivered_chunk_once(stack: EmbeddedStack, tmp_path: 
         context(),
     )
     [chunk] = queue_bodies(stack, "LookupFunction")
-    event = load_event("sqs_finalize.json", MESSAGE_ID="m-lookup", SCAN_ID=scan_id)
-    event["Records"][0]["body"] = json.dumps(chunk)
+    event = chunk_event(chunk)
     app("LookupFunction")(event, context())
     app("LookupFunction")(event, context())
     scan = current_services().scans.get(scan_id)
@@ -124,7 +132,7 @@ def test_lookup_counts_a_redelivered_chunk_once(stack: EmbeddedStack, tmp_path: 
 
 
 def test_ingest_of_the_same_release_again_writes_nothing(stack: EmbeddedStack, tmp_path: Path) -> None:
-    from dropscan.pipeline import ingest_release
+    from dropscan.stages.ingest import ingest_release
 
     gz = make_tar(tmp_path / "foo-1.0.tar.gz", UPSTREAM_FILES)
     stack.client.s3.upload_file(str(gz), stack.names.upstream_bucket, "upstream/foo/1.0/foo-1.0.tar.gz")
@@ -181,3 +189,24 @@ def test_unpack_hands_a_nested_archive_on_and_unpacks_the_part(tmp_path: Path) -
         ]
         scan = current_services().scans.get(scan_id)
         assert scan is not None and scan.parts_closed == {"0", handed["part"]}
+
+
+def test_notify_publishes_one_summary_per_manifest_with_report_links(stack: EmbeddedStack, app: Any) -> None:
+    # Given a manifest in the results bucket (the sample BusyBox one), its notify event held back
+    manifest = json.loads(gzip.decompress((DATA / "busybox-acme.manifest.json.gz").read_bytes()))
+    key = manifest_key(manifest["supplier"], manifest["scan_id"])
+    stack.client.s3.put_object(Bucket=stack.names.results_bucket, Key=key, Body=json.dumps(manifest).encode())
+    for m in stack.stack.mappings:
+        stack.session.client("sqs").purge_queue(QueueUrl=m.queue_url)
+    event = load_event("sqs_s3_object_created.json", BUCKET=stack.names.results_bucket, KEY=key)
+
+    # When the notify handler gets its event twice (S3 delivers at least once)
+    assert app("NotifyFunction")(event, context()) == {"batchItemFailures": []}
+    assert app("NotifyFunction")(event, context()) == {"batchItemFailures": []}
+
+    # Then exactly one summary went out, with the verdict, the supplier and a link to every report
+    [note] = stack.mailbox.for_scan(manifest["scan_id"])
+    assert note.attributes["supplier"] == manifest["supplier"]
+    assert note.attributes["verdict"] == manifest["verdict"]
+    for name in ("manifest.json", "report.html", "sbom.spdx.json", "sbom.cdx.json"):
+        assert f"/{manifest['scan_id']}/{name}?" in note.message

@@ -6,12 +6,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from dropscan.audit.manifest import validate
+from dropscan.keys import manifest_key
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.embedded import EmbeddedStack
-from dropscan.manifest import manifest_key, validate
-from dropscan.scans import Upload
-from dropscan.services import current_services
-from dropscan.sweep import iso
+from dropscan.models import Upload
+from dropscan.stages.sweep import iso
+from dropscan.store.services import current_services
 
 from builders import context, load_event
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dropscan.classify import classify
-from dropscan.models import FileClass, FileRecord, Trust
-from dropscan.upstream_db import DigestInfo, VersionRange
+from dropscan.audit.classify import classify
+from dropscan.models import DigestInfo, FileClass, FileRecord, Trust, VersionRange
 
 RAW, KW, WS = "a" * 64, "b" * 64, "c" * 64
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dropscan.components import best_alignment, component_of, identify, release_paths, resolve_component
-from dropscan.models import Trust
-from dropscan.releases import Release
-from dropscan.upstream_db import PackageInfo
+from dropscan.audit.components import best_alignment, component_of, identify, release_paths, resolve_component
+from dropscan.models import PackageInfo, Release, Trust
 
 
 def files_of(tree: dict[str, str], cls: str | None = "identical", pkg: str = "foo") -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dropscan.releases import parse_archive_name, version_key
+from dropscan.keys import parse_archive_name
+from dropscan.models import version_key
 
 
 @pytest.mark.parametrize(

@@ -23,13 +23,13 @@ from spdx_tools.spdx.model.spdx_none import SpdxNone
 from spdx_tools.spdx.parser.json import json_parser
 from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
 
+from dropscan.audit.manifest import build_manifest, to_json, validate, verdict
 from dropscan.cli import main
-from dropscan.manifest import build_manifest, to_json, validate, verdict
 from dropscan.reports import FORMATS, render, render_all
 from dropscan.reports import html as html_report
 from dropscan.reports.spdx import Rendering, build_document
+from dropscan.reports.summary import body
 from dropscan.reports.view import components
-from dropscan.summary import body
 
 SAMPLE = Path(__file__).parents[1] / "data" / "busybox-acme.manifest.json.gz"
 BUSYBOX = "busybox-1.35.0-acme/"

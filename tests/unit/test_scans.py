@@ -11,18 +11,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from dropscan.scans import (
-    ROOT,
-    ScanStore,
-    Upload,
-    child_part,
-    chunk_tag,
-    is_complete,
-    next_segment,
-    part_closed,
-    split_tag,
-    walk_order,
-)
+from dropscan.keys import ROOT, child_part, chunk_tag, next_segment, split_tag, walk_order
+from dropscan.models import Upload
+from dropscan.store.scans import ScanStore
 
 UPLOAD = Upload("drops", "drops/acme/x.tar", "e1", None, "acme", {})
 
@@ -69,7 +60,7 @@ def test_a_fanned_out_part_keeps_the_scan_open_until_it_closes(store: ScanStore)
     assert not store.close_part("s", ROOT, 1, size=10, sha256="ab", status="scanning")
     assert not store.chunk_done("s", chunk_tag(ROOT, 0))  # all counted chunks done; 0.3 open
     scan = store.get("s")
-    assert scan is not None and part_closed(scan, ROOT) and not is_complete(scan)
+    assert scan is not None and scan.part_closed(ROOT) and not scan.is_complete()
     assert not store.chunk_done("s", chunk_tag("0.3", 0))  # the child's chunk 0 is not the root's
     assert store.close_part("s", "0.3", 1, unpacked=5, members=2)
     scan = store.get("s")
@@ -109,11 +100,11 @@ def test_the_earlier_layout_is_still_read(store: ScanStore) -> None:
     store.begin("old", UPLOAD)
     store.model("old").update(actions=[store.model.parts_open.remove()])
     scan = store.get("old")
-    assert scan is not None and not part_closed(scan, ROOT)
+    assert scan is not None and not scan.part_closed(ROOT)
     assert not store.chunk_done("old", 0)
     assert store.set_total("old", 1, size=1, sha256="ab", reason=None, status="scanning")
     scan = store.get("old")
-    assert scan is not None and part_closed(scan, ROOT) and is_complete(scan)
+    assert scan is not None and scan.part_closed(ROOT) and scan.is_complete()
 
 
 Event = tuple[str, Any]

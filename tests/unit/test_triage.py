@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from dropscan.audit.licenses import TagDetector, detector, scancode_available, spdx_tags
+from dropscan.audit.manifest import verdict
+from dropscan.audit.triage import component_license, triage_file, triage_manifest
 from dropscan.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.forked import Forked
-from dropscan.licenses import TagDetector, detector, scancode_available, spdx_tags
-from dropscan.manifest import verdict
-from dropscan.triage import component_license, triage_file, triage_manifest
 
 from builders import make_tar, tar_bytes
 
@@ -310,7 +310,7 @@ def test_scancode_findings_far_apart_keep_the_lines_a_whole_text_detection_gives
 
 
 def test_a_triage_that_broke_is_recorded_and_never_reads_as_clean() -> None:
-    from dropscan.triage import TriageReport, apply
+    from dropscan.audit.triage import TriageReport, apply
 
     manifest: dict[str, Any] = {
         "status": "complete",

@@ -19,21 +19,9 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from dropscan.archive import ArchiveReadError
-from dropscan.models import Trust
-from dropscan.upstream_db import (
-    FORMS,
-    RELEASE_PAGE,
-    WRITER_LEASE,
-    DigestInfo,
-    FileDigests,
-    LeaseBusy,
-    LeaseLost,
-    UpstreamDB,
-    VersionRange,
-    WriterLease,
-    _ItemEncoder,
-    info_to_json,
-)
+from dropscan.models import DigestInfo, FileDigests, Trust, VersionRange, info_to_json
+from dropscan.store.lease import WRITER_LEASE, LeaseBusy, LeaseLost, WriterLease
+from dropscan.store.upstream import FORMS, RELEASE_PAGE, UpstreamDB, _ItemEncoder
 
 A, B, K = "a" * 64, "b" * 64, "c" * 64
 

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import IO, Any
 
 from dropscan.local.stack import REGION, DeployedStack, EventSourceMapping, FunctionSpec, Schedule
-from dropscan.services import reset as reset_services
+from dropscan.store.services import reset as reset_services
 
 Handler = Callable[[dict[str, Any], Any], Any]
 

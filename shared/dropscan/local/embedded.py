@@ -15,12 +15,12 @@ from typing import IO, Any
 import boto3
 
 from dropscan import heap
-from dropscan.client import Client, StackNames
-from dropscan.dbdump import export_db, import_db
 from dropscan.forked import Forked
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.stack import REGION, DeployedStack, deploy
-from dropscan.services import reset as reset_services
+from dropscan.store.dump import export_db, import_db
+from dropscan.store.services import reset as reset_services
+from dropscan.store.stack import Client, StackNames
 
 _FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import boto3
 
-from dropscan.client import StackNames
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.embedded import _FAKE_CREDENTIALS, Mailbox, write_eml
 from dropscan.local.stack import REGION, deploy
+from dropscan.store.stack import StackNames
 
 
 def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path) -> int:

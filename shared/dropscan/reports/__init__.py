@@ -61,7 +61,7 @@ def load_manifest(path: Path) -> dict[str, Any]:
     """The manifest at ``path`` (JSON, or gzip-compressed JSON), checked against the manifest schema."""
     import jsonschema
 
-    from dropscan.manifest import validate
+    from dropscan.audit.manifest import validate
 
     try:
         raw = path.read_bytes()

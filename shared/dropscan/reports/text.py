@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dropscan.summary import body, subject
+from dropscan.reports.summary import body, subject
 
 
 def render(manifest: Mapping[str, Any]) -> str:

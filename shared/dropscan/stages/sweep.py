@@ -1,18 +1,20 @@
-"""The scheduled sweep: scans past their deadline, and uploads whose events were dead-lettered, end failed."""
+"""The scheduled sweep: scans past their deadline, and uploads whose events were dead-lettered, end failed
+(through the finalize claim, so each still gets exactly one manifest and one notification)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from aws_lambda_powertools import Logger
 
-from dropscan.manifest import manifest_key
-from dropscan.pipeline import finalize_scan, object_exists, object_key, parse_drop_key, scan_id_for
-from dropscan.scans import OPEN, ROOT, ScanItem, Upload, part_closed, unfinished_parts
-from dropscan.services import Services
+from dropscan.events import created_objects, part_of
+from dropscan.keys import ROOT, manifest_key, parse_drop_key, scan_id_for
+from dropscan.models import Scan, Upload
+from dropscan.stages.finalize import finalize_scan
+from dropscan.store.scans import OPEN
+from dropscan.store.services import Services
 
 logger = Logger(service="dropscan", child=True)
 
@@ -56,12 +58,12 @@ def sweep(svc: Services, at: datetime) -> SweepResult:
     return result
 
 
-def _timeout_reason(scan: ScanItem, at: datetime) -> str:
+def _timeout_reason(scan: Scan, at: datetime) -> str:
     minutes = (at - datetime.fromisoformat(scan.created_at)).total_seconds() / 60
     done = int(scan.chunks_done or 0)
-    if not part_closed(scan, ROOT):
+    if not scan.part_closed(ROOT):
         return f"timed out: {done} of ? chunks done after {minutes:.0f} min (the unpack did not finish)"
-    unfinished = unfinished_parts(scan)
+    unfinished = scan.unfinished_parts()
     if unfinished:
         of = len(scan.parts_open or ())
         why = f"{len(unfinished)} of {of} unpack parts did not finish: {', '.join(sorted(unfinished)[:5])}"
@@ -69,9 +71,9 @@ def _timeout_reason(scan: ScanItem, at: datetime) -> str:
     return f"timed out: {done} of {int(scan.chunks_total or 0)} chunks done after {minutes:.0f} min"
 
 
-def _dead_letter_reason(scan: ScanItem, at: datetime) -> str:
-    unfinished = sorted(unfinished_parts(scan))
-    if part_closed(scan, ROOT) and unfinished:
+def _dead_letter_reason(scan: Scan, at: datetime) -> str:
+    unfinished = sorted(scan.unfinished_parts())
+    if scan.part_closed(ROOT) and unfinished:
         # a segment (``0+k``) is a stretch of the upload itself: a resumed tar, a range of a zip
         which = ", ".join(f"{'segment' if '+' in p else 'nested archive part'} {p}" for p in unfinished[:5])
         return f"{which} could not be unpacked: every delivery of its message failed (dead-letter queue)"
@@ -79,7 +81,7 @@ def _dead_letter_reason(scan: ScanItem, at: datetime) -> str:
 
 
 def _give_up(
-    svc: Services, scan_id: str, why: Callable[[ScanItem, datetime], str], at: datetime, cutoff: str
+    svc: Services, scan_id: str, why: Callable[[Scan, datetime], str], at: datetime, cutoff: str
 ) -> bool:
     """Claim the scan as failed and write its manifest from the chunks done; False if it is not ours."""
     scan = svc.scans.get(scan_id)
@@ -99,10 +101,9 @@ def _record_written_manifest(svc: Services, scan_id: str) -> bool:
     if scan is None or scan.pending != OPEN:
         return False
     key = manifest_key(scan.supplier, scan_id)
-    if not object_exists(svc.s3, svc.settings.results_bucket, key):
+    if not svc.work.exists(key):
         return False
-    body = svc.s3.get_object(Bucket=svc.settings.results_bucket, Key=key)["Body"].read()
-    svc.scans.set_status(scan_id, json.loads(body)["status"])
+    svc.scans.set_status(scan_id, svc.work.get_document(key)["status"])
     return True
 
 
@@ -114,58 +115,35 @@ def _dead_lettered_uploads(svc: Services) -> Iterator[str]:
     url = svc.settings.upload_dlq_url
     if not url:
         return
-    seen: set[str] = set()
-    while True:
-        messages = svc.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
-            "Messages", []
-        )
-        fresh = [m for m in messages if m["MessageId"] not in seen]
-        if not fresh:
-            return
-        for m in fresh:
-            seen.add(m["MessageId"])
-            part = _part_of(m["Body"])
-            if part is not None:  # a nested archive fanned out of an upload, never unpacked
-                scan = svc.scans.get(part[0])
-                if scan is not None and not part_closed(scan, part[1]):
-                    yield part[0]
-                continue
-            for upload in _uploads_of(m["Body"]):
-                scan_id = scan_id_for(upload.bucket, upload.key, upload.etag)
-                svc.scans.begin(scan_id, upload)  # None (exists already) is the usual case
-                scan = svc.scans.get(scan_id)
-                # a duplicate event may be dead-lettered while the first one's unpack went through
-                if scan is not None and not part_closed(scan, ROOT):
-                    yield scan_id
-
-
-def _part_of(body: str) -> tuple[str, str] | None:
-    """(scan id, part) of a part message, None for anything else."""
-    try:
-        part = json.loads(body).get("part")
-    except (ValueError, AttributeError):
-        return None
-    return (part["scan_id"], part["part"]) if isinstance(part, dict) else None
+    for _, body in svc.work.dead_letters(url):
+        part = part_of(body)
+        if part is not None:  # a nested archive fanned out of an upload, never unpacked
+            scan = svc.scans.get(part[0])
+            if scan is not None and not scan.part_closed(part[1]):
+                yield part[0]
+            continue
+        for upload in _uploads_of(body):
+            scan_id = scan_id_for(upload.bucket, upload.key, upload.etag)
+            svc.scans.begin(scan_id, upload)  # None (exists already) is the usual case
+            scan = svc.scans.get(scan_id)
+            # a duplicate event may be dead-lettered while the first one's unpack went through
+            if scan is not None and not scan.part_closed(ROOT):
+                yield scan_id
 
 
 def _uploads_of(body: str) -> Iterator[Upload]:
     """The objects an S3 notification names, as the unpack would have seen them."""
-    try:
-        records = json.loads(body).get("Records", [])
-    except (ValueError, AttributeError):
+    objects = created_objects(body)
+    if objects is None:
         logger.error("unreadable message in the upload dead-letter queue")
         return
-    for rec in records:
-        if not str(rec.get("eventName", "")).startswith("ObjectCreated"):
-            continue
-        obj = rec["s3"]["object"]
-        key = object_key(obj["key"])
-        parsed = parse_drop_key(key)
+    for obj in objects:
+        parsed = parse_drop_key(obj.key)
         yield Upload(
-            bucket=rec["s3"]["bucket"]["name"],
-            key=key,
-            etag=obj.get("eTag") or None,
-            version_id=obj.get("versionId"),
+            bucket=obj.bucket,
+            key=obj.key,
+            etag=obj.etag,
+            version_id=obj.version_id,
             supplier=parsed[0] if parsed else "unknown",
             metadata={},
         )

@@ -79,19 +79,23 @@ def build_demo_drop(cache: Path, out: Path) -> tuple[Path, list[str]]:
 
 
 def run_demo(cache: Path, out: Path, *, quiet: bool = False) -> int:
-    from dropscan.cli import main
+    from dropscan.cli.commands import ScanRequest, parse_upstream, scan_drop
 
     drop, upstreams = build_demo_drop(cache, out)
     print(f"demo drop: {drop} (docutils 0.21.2 as a vendor ships it, requests 2.31.0 nested inside)")
     print(f"upstream database: {', '.join(DEMO_UPSTREAMS)}\n")
     sys.stdout.flush()
-    argv = ["scan", str(drop), "--supplier", "acme-router", "--manifest-out", str(out / "manifest.json")]
-    argv += ["--eml-dir", str(out / "notifications"), "--data-dir", str(out / "data")]
-    for u in upstreams:
-        argv += ["--upstream", u]
-    if quiet:
-        argv.append("--quiet")
-    rc = main(argv)
+    rc = scan_drop(
+        ScanRequest(
+            drop=drop,
+            supplier="acme-router",
+            upstreams=[parse_upstream(u) for u in upstreams],
+            manifest_out=out / "manifest.json",
+            eml_dir=out / "notifications",
+            data_dir=out / "data",
+            quiet=quiet,
+        )
+    )
     print(f"\nmanifest: {out / 'manifest.json'}; reports: {out / 'report.html'}, {out / 'sbom.spdx.json'}, ")
     print(f"{out / 'sbom.cdx.json'}; e-mail: {out / 'notifications'}/")
     return rc

@@ -12,7 +12,6 @@ the part or chunk not being counted yet, and DynamoDB serialises them: exactly o
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
@@ -23,47 +22,10 @@ from pynamodb.expressions.update import Action
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
-from dropscan.manifest import TERMINAL
+from dropscan.keys import ROOT, is_upload_part
+from dropscan.models import TERMINAL, Scan, Upload
 
 OPEN = "open"  # the value of ``pending`` while a scan has no manifest
-ROOT = "0"  # the part that unpacks the upload itself
-
-
-def child_part(parent: str, member: int) -> str:
-    """The part of the nested archive that is member number ``member`` (0-based) of ``parent``'s walk."""
-    return f"{parent}.{member}"
-
-
-def segment(part: str, k: int) -> str:
-    """Segment number ``k`` (from 1) of ``part``: a resumed walk of it, or a range of a split zip."""
-    return f"{part}+{k}"
-
-
-def next_segment(part: str) -> str:
-    """The part that resumes ``part`` where it stopped: ``0`` -> ``0+1`` -> ``0+2``."""
-    base, plus, k = part.rpartition("+")
-    return f"{base}+{int(k) + 1}" if plus and k.isdigit() else f"{part}+1"
-
-
-def chunk_tag(part: str, seq: int) -> str:
-    """A chunk's id in ``done_chunks``: its seq in the root part (as in the earlier layout), else part/seq."""
-    return str(seq) if part == ROOT else f"{part}/{seq}"
-
-
-def split_tag(tag: str) -> tuple[str, int]:
-    """(part, seq) of a chunk id."""
-    part, _, seq = tag.rpartition("/")
-    return part or ROOT, int(seq)
-
-
-def walk_order(tag: str) -> tuple[tuple[int, ...], int]:
-    """Sort key of a chunk id: the order the members would have in one walk of the upload.
-
-    Numeric, not textual (``0+10`` comes after ``0+2``), and ``+`` segments after the part they
-    resume (``0`` < ``0+1``); nested parts (``0.3``) hold their own paths, so where they fall is moot.
-    """
-    part, seq = split_tag(tag)
-    return tuple(int(n) for n in part.replace("+", ".").split(".")), seq
 
 
 class OpenScans(GlobalSecondaryIndex["ScanItem"]):
@@ -118,29 +80,17 @@ def _bound(table: str, region: str, host: str | None) -> type[ScanItem]:
     return type("ScanItem", (ScanItem,), {"Meta": meta, "__module__": __name__})
 
 
-@dataclass(frozen=True, slots=True)
-class Upload:
-    """The object a scan is about."""
-
-    bucket: str
-    key: str
-    etag: str | None
-    version_id: str | None
-    supplier: str
-    metadata: dict[str, str]
-
-
 class ScanStore:
     def __init__(self, table: str, *, region: str, host: str | None = None) -> None:
         self.model = _bound(table, region, host)
 
-    def get(self, scan_id: str) -> ScanItem | None:
+    def get(self, scan_id: str) -> Scan | None:
         try:
-            return self.model.get(scan_id, consistent_read=True)
+            return _scan_of(self.model.get(scan_id, consistent_read=True))
         except self.model.DoesNotExist:
             return None
 
-    def begin(self, scan_id: str, upload: Upload) -> ScanItem | None:
+    def begin(self, scan_id: str, upload: Upload) -> Scan | None:
         """Create the scan item; None when it already exists (a redelivered or repeated upload)."""
         item = self.model(
             scan_id,
@@ -160,7 +110,7 @@ class ScanStore:
             if e.cause_response_code == "ConditionalCheckFailedException":
                 return None
             raise
-        return item
+        return _scan_of(item)
 
     def open_part(self, scan_id: str, part: str) -> bool:
         """Record ``part`` as opened, before its message is sent; False if it was opened before (a redo)."""
@@ -208,7 +158,7 @@ class ScanStore:
             actions.append(self.model.source_size.set(size))
         if sha256 is not None:
             actions.append(self.model.source_sha256.set(sha256))
-        upload = part.partition("+")[0] == ROOT  # the upload itself, or a resumed segment of it
+        upload = is_upload_part(part)  # the upload itself, or a resumed segment of it
         if status is not None and status != "scanning" and upload:
             actions.append(self.model.status.set(status))
         if reason and upload:
@@ -231,8 +181,8 @@ class ScanStore:
                 raise
             # closed before (a redelivered part message): its earlier run may have died before triggering
             current = self.get(scan_id)
-            return bool(current and current.finalized_at is None and is_complete(current))
-        return is_complete(item)
+            return bool(current and current.finalized_at is None and current.is_complete())
+        return _scan_of(item).is_complete()
 
     def set_total(
         self,
@@ -264,8 +214,8 @@ class ScanStore:
                 raise
             # counted before (a retried message): its earlier run may have died before triggering
             current = self.get(scan_id)
-            return bool(current and current.finalized_at is None and is_complete(current))
-        return is_complete(item)
+            return bool(current and current.finalized_at is None and current.is_complete())
+        return _scan_of(item).is_complete()
 
     def claim_finalize(self, scan_id: str, token: str) -> bool:
         """True for exactly one finalize message (``token``), also when that message is redelivered."""
@@ -324,20 +274,31 @@ class ScanStore:
             yield item.scan_id
 
 
-def part_closed(item: ScanItem, part: str = ROOT) -> bool:
-    """Whether ``part`` counted its chunks (on a scan of the earlier layout: whether the unpack did)."""
-    if item.parts_open is None and part == ROOT:
-        return item.chunks_total is not None
-    return part in (item.parts_closed or set())
-
-
-def unfinished_parts(item: ScanItem) -> set[str]:
-    """The parts opened and not closed yet."""
-    return set(item.parts_open or ()) - set(item.parts_closed or ())
-
-
-def is_complete(item: ScanItem) -> bool:
-    """Every part opened is closed, and every chunk they counted is done."""
-    if item.chunks_total is None or unfinished_parts(item):
-        return False
-    return int(item.chunks_done or 0) >= int(item.chunks_total)
+def _scan_of(item: ScanItem) -> Scan:
+    """The plain value of an item: what the stages see (they never hold a pynamodb model)."""
+    return Scan(
+        scan_id=item.scan_id,
+        supplier=item.supplier,
+        bucket=item.bucket,
+        key=item.key,
+        created_at=item.created_at,
+        etag=item.etag,
+        version_id=item.version_id,
+        status=item.status,
+        reason=item.reason,
+        source_size=None if item.source_size is None else int(item.source_size),
+        source_sha256=item.source_sha256,
+        chunks_total=None if item.chunks_total is None else int(item.chunks_total),
+        unpack_seconds=float(item.unpack_seconds or 0.0),
+        chunks_done=int(item.chunks_done or 0),
+        done_chunks=frozenset(item.done_chunks or ()),
+        parts_open=None if item.parts_open is None else frozenset(item.parts_open),
+        parts_closed=frozenset(item.parts_closed or ()),
+        unpacked_bytes=int(item.unpacked_bytes or 0),
+        members=int(item.members or 0),
+        part_reason=item.part_reason,
+        metadata=dict(item.metadata.as_dict()) if item.metadata else {},
+        finalized_at=item.finalized_at,
+        finalizer=item.finalizer,
+        pending=item.pending,
+    )

@@ -8,13 +8,13 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from dropscan import __version__
+from dropscan.keys import parse_archive_name
 from dropscan.models import Trust
-from dropscan.releases import parse_archive_name
 from dropscan.reports import FORMATS
 
 
@@ -75,49 +75,85 @@ def _progress(quiet: bool) -> Any:
 
 
 # ------------------------------------------------------------------ scan
+@dataclass(frozen=True)
+class ScanRequest:
+    """One ``dropscan scan``: a drop, the upstreams to ingest first, and where the results go."""
+
+    drop: Path
+    supplier: str = "local"
+    upstreams: Sequence[UpstreamArg] = ()
+    low_trust: Sequence[str] = ()
+    metadata: dict[str, str] = field(default_factory=dict)
+    manifest_out: Path | None = None
+    eml_dir: Path | None = None
+    data_dir: Path = field(default_factory=lambda: default_data_dir())
+    endpoint_url: str | None = None
+    stack: str | None = None
+    timeout: float = 3600.0
+    quiet: bool = False
+
+
 def cmd_scan(a: argparse.Namespace) -> int:
     drop = Path(a.drop).expanduser()
     if not drop.is_file():
         raise UsageError(f"no such drop archive: {drop}")
-    upstreams = [parse_upstream(u) for u in a.upstream]
     metadata = {"components": ",".join(a.declare)} if a.declare else {}
     if a.arch:
         metadata["arch"] = a.arch
-    status = _progress(a.quiet)
-    with _stack(a) as (client, mailbox, save_db_beside):
-        for u in upstreams:
+    request = ScanRequest(
+        drop=drop,
+        supplier=a.supplier,
+        upstreams=[parse_upstream(u) for u in a.upstream],
+        low_trust=a.low_trust,
+        metadata=metadata,
+        manifest_out=Path(a.manifest_out) if a.manifest_out else None,
+        eml_dir=Path(a.eml_dir) if a.eml_dir else None,
+        data_dir=Path(a.data_dir),
+        endpoint_url=a.endpoint_url,
+        stack=a.stack,
+        timeout=a.timeout,
+        quiet=a.quiet,
+    )
+    return scan_drop(request)
+
+
+def scan_drop(r: ScanRequest) -> int:
+    """Ingest the upstreams, upload the drop, wait for its manifest and notification, save the results;
+    0 when the scan completed, 1 when it was rejected, failed or did not end in time."""
+    status = _progress(r.quiet)
+    with _stack(r.endpoint_url, r.stack, r.data_dir) as (client, mailbox, save_db_beside):
+        for u in r.upstreams:
             with status(f"ingesting {u.package} {u.version} from {u.archive.name}…"):
                 client.ingest(
-                    u.archive, u.package, u.version, trust=Trust.LOW if u.package in a.low_trust else None
+                    u.archive, u.package, u.version, trust=Trust.LOW if u.package in r.low_trust else None
                 )
-        for p in a.low_trust:
+        for p in r.low_trust:
             client.set_trust(p, Trust.LOW)
         save_db_beside()
-        with status(f"scanning {drop.name}…"):
-            key, scan_id = client.upload_drop(drop, a.supplier, metadata=metadata)
-            manifest = client.wait_manifest(a.supplier, scan_id, timeout=a.timeout)
+        with status(f"scanning {r.drop.name}…"):
+            key, scan_id = client.upload_drop(r.drop, r.supplier, metadata=r.metadata)
+            manifest = client.wait_manifest(r.supplier, scan_id, timeout=r.timeout)
         if manifest is None:
             print(
-                f"dropscan: no manifest for {key} within {a.timeout:.0f} s (scan {scan_id})", file=sys.stderr
+                f"dropscan: no manifest for {key} within {r.timeout:.0f} s (scan {scan_id})", file=sys.stderr
             )
             return 1
         if mailbox is not None:
             with status("waiting for the notification…"):
                 client.pump(lambda: bool(mailbox.for_scan(scan_id)), 60)
             notes = mailbox.for_scan(scan_id)
-            if notes and a.eml_dir:
+            if notes and r.eml_dir:
                 from dropscan.local.embedded import write_eml
 
-                write_eml(notes[0], Path(a.eml_dir), scan_id)
-        if a.manifest_out:
-            from dropscan.manifest import to_json
+                write_eml(notes[0], r.eml_dir, scan_id)
+        if r.manifest_out:
+            from dropscan.audit.manifest import to_json
 
-            out = Path(a.manifest_out)
-            out.write_text(to_json(manifest))
+            r.manifest_out.write_text(to_json(manifest))
             # the reports triage wrote (rendering an 80,000-file SPDX document again takes a minute)
-            client.download_reports(manifest, out.parent)
-    if not a.quiet:
-        from dropscan.summary import body, subject
+            client.download_reports(manifest, r.manifest_out.parent)
+    if not r.quiet:
+        from dropscan.reports.summary import body, subject
 
         print(subject(manifest))
         print()
@@ -126,25 +162,23 @@ def cmd_scan(a: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _stack(a: argparse.Namespace) -> Iterator[tuple[Any, Any, Callable[[], None]]]:
+def _stack(
+    endpoint_url: str | None, stack: str | None, data_dir: Path
+) -> Iterator[tuple[Any, Any, Callable[[], None]]]:
     """The client for the stack the options name: embedded (default), --endpoint-url or --stack.
 
     With it, its mailbox (embedded only) and what saves the embedded stack's database beside the caller.
     """
-    import boto3
+    if endpoint_url or stack:
+        from dropscan.store.stack import connect
 
-    from dropscan.client import Client, StackNames
-
-    if a.endpoint_url or a.stack:
-        session = boto3.session.Session()
-        names = StackNames.from_stack(session, a.stack or "dropscan-local", a.endpoint_url)
-        yield Client(session, names, endpoint_url=a.endpoint_url), None, lambda: None
+        yield connect(stack or "dropscan-local", endpoint_url), None, lambda: None
         return
     from dropscan.local.embedded import embedded
 
-    logs = Path(a.data_dir) / "logs"
+    logs = data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    with (logs / "functions.log").open("a") as log, embedded(log_stream=log, data_dir=Path(a.data_dir)) as es:
+    with (logs / "functions.log").open("a") as log, embedded(log_stream=log, data_dir=data_dir) as es:
         yield es.client, es.mailbox, es.save_db_beside
 
 
@@ -186,7 +220,7 @@ def cmd_ingest(a: argparse.Namespace) -> int:
                 f"cannot tell package and version from {archive.name}: give --package and --version"
             )
         package, version = package or parsed[0], version or parsed[1]
-    with _stack(a) as (client, _, _):
+    with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
         with _progress(a.quiet)(f"ingesting {package} {version}…"):
             client.ingest(archive, package, version, trust=Trust(a.trust) if a.trust else None)
         info = client.db.packages([package])[package]
@@ -200,11 +234,11 @@ def cmd_ingest(a: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ db
 def cmd_db(a: argparse.Namespace) -> int:
-    from dropscan.dbdump import export_db, import_db, read_hash_list
-    from dropscan.releases import Release, save_release
-    from dropscan.upstream_db import FileDigests
+    from dropscan.models import FileDigests, Release
+    from dropscan.store.dump import export_db, import_db, read_hash_list
+    from dropscan.store.releases import save_release
 
-    with _stack(a) as (client, _, _):
+    with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
         bucket = client.names.upstream_bucket
         if a.db_command == "stats":
             print(json.dumps(client.db.stats_summary(), indent=1))
@@ -267,7 +301,7 @@ def cmd_up(a: argparse.Namespace) -> int:
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
-    from dropscan.demo import run_demo
+    from dropscan.cli.demo import run_demo
 
     return run_demo(Path(a.cache), Path(a.out), quiet=a.quiet)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dropscan.manifest import manifest_key
+from dropscan.keys import manifest_key
 from dropscan.reports import view
 
 SUBJECT_LIMIT = 99  # SNS rejects subjects of 100 characters or more

@@ -19,13 +19,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from dropscan import __version__
-from dropscan.models import Trust
-from dropscan.releases import Release, load_release, save_release
-from dropscan.upstream_db import (
-    UpstreamDB,
-    VersionRange,
-    digest_from_raw,
-)
+from dropscan.models import Release, Trust, VersionRange
+from dropscan.store.releases import load_release, save_release
+from dropscan.store.upstream import UpstreamDB, digest_from_raw
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -13,20 +13,6 @@ from dropscan import __version__
 from dropscan.models import CLASS_ORDER, REVIEW_CLASSES, FileClass
 
 SCHEMA = "dropscan.manifest/1"
-TERMINAL = ("complete", "rejected", "failed")
-
-
-REPORT_FORMATS = ("html", "spdx", "cyclonedx")
-_REPORT_NAMES = {"html": "report.html", "spdx": "sbom.spdx.json", "cyclonedx": "sbom.cdx.json"}
-
-
-def manifest_key(supplier: str, scan_id: str) -> str:
-    return f"results/{supplier}/{scan_id}/manifest.json"
-
-
-def report_key(supplier: str, scan_id: str, fmt: str) -> str:
-    """Reports live beside the manifest, under the supplier's prefix."""
-    return f"results/{supplier}/{scan_id}/{_REPORT_NAMES[fmt]}"
 
 
 def summarize(files: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-from dropscan.services import Services
+from dropscan.store.services import Services
 
 logger = Logger(service="dropscan", child=True)
 

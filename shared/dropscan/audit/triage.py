@@ -12,8 +12,8 @@ from typing import Any
 
 from license_expression import AND, OR, BaseSymbol, ExpressionError, LicenseWithExceptionSymbol
 
+from dropscan.audit.licenses import RESTRICTED_CATEGORIES, Detector, LicenseFinding, spdx_licensing
 from dropscan.forked import Forked
-from dropscan.licenses import RESTRICTED_CATEGORIES, Detector, LicenseFinding, spdx_licensing
 from dropscan.models import PREBUILT_KINDS
 
 ACTION = "action-required"
@@ -528,7 +528,7 @@ def _triage_all(
 
 def apply(manifest: dict[str, Any], report: TriageReport) -> dict[str, Any]:
     """The manifest with the triage written in: file licences, component licences, flags, verdict."""
-    from dropscan.manifest import verdict
+    from dropscan.audit.manifest import verdict
 
     for f in manifest["files"]:
         if f["path"] in report.licenses:

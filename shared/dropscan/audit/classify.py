@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dropscan.models import FileClass, FileRecord, Trust
-from dropscan.upstream_db import DigestInfo
+from dropscan.models import DigestInfo, FileClass, FileRecord, Trust
 
 # form of the drop file's digest -> the class it earns when a high-trust upstream holds it
 _STEPS: tuple[tuple[str, FileClass], ...] = (
@@ -50,3 +49,26 @@ def classify(
     if low_match is not None:
         return FileClass.LOW_TRUST, low_match
     return None, []
+
+
+def file_entry(
+    rec: FileRecord, known: Mapping[str, DigestInfo], trust: Mapping[str, Trust]
+) -> dict[str, Any]:
+    """A file of the manifest: what the walker saw and the class its digests earn."""
+    cls, refs = classify(rec, known, trust)
+    entry: dict[str, Any] = {
+        "path": rec.path,
+        "size": rec.size,
+        "sha256": rec.sha256,
+        "kind": rec.kind,
+        "class": cls.value if cls else None,
+    }
+    if refs:
+        entry["upstream"] = refs
+    if rec.unreadable:
+        entry["unreadable"] = rec.unreadable
+    if rec.link is not None:  # links and odd names: recorded by the walker, shown as they are
+        entry["link"] = rec.link
+    if rec.note:
+        entry["note"] = rec.note
+    return entry

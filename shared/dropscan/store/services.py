@@ -10,10 +10,13 @@ import boto3
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from botocore.config import Config
 
-from dropscan.scans import ScanStore
 from dropscan.settings import Settings, get_settings
 from dropscan.settings import reset as settings_reset
-from dropscan.upstream_db import UpstreamDB
+from dropscan.store.objects import Objects
+from dropscan.store.releases import Releases
+from dropscan.store.scans import ScanStore
+from dropscan.store.upstream import UpstreamDB
+from dropscan.store.work import Work
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -44,7 +47,7 @@ class Services:
     def new_s3(self) -> S3Client:
         """An S3 client of its own (for a forked child: it must not use its parent's connections)."""
         # SigV4 for the pre-signed report links (boto3 would otherwise sign some with SigV2); checksums
-        # only where required, as in dropscan.client (aws-chunked bodies cost quadratic time on moto)
+        # only where required, as in dropscan.store.stack (aws-chunked bodies cost quadratic time on moto)
         config = Config(signature_version="s3v4", request_checksum_calculation="when_required")
         return self._client("s3", config)  # type: ignore[return-value]
 
@@ -63,6 +66,21 @@ class Services:
         return self._client("dynamodb", Config(parameter_validation=False))  # type: ignore[return-value]
 
     @cached_property
+    def work(self) -> Work:
+        """Work files, queues and topic of the stack."""
+        return Work(self.settings, self.s3, self.sqs, self.sns)
+
+    @cached_property
+    def objects(self) -> Objects:
+        """Reads of uploaded drops and upstream archives."""
+        return Objects(self.s3, self.new_s3)
+
+    @cached_property
+    def releases(self) -> Releases:
+        """Release path lists and ingest reports in the upstream bucket."""
+        return Releases(self.s3, self.settings.upstream_bucket)
+
+    @cached_property
     def scans(self) -> ScanStore:
         return ScanStore(
             self.settings.scans_table, region=self.settings.region, host=self.settings.endpoint_url
@@ -70,7 +88,7 @@ class Services:
 
     @cached_property
     def idempotency(self) -> DynamoDBPersistenceLayer:
-        """Powertools' idempotency records (see ``dropscan.idempotency``), on this bundle's client."""
+        """Powertools' idempotency records (see ``dropscan.store.idempotency``), on this bundle's client."""
         return DynamoDBPersistenceLayer(
             table_name=self.settings.idempotency_table, boto3_client=self.dynamodb
         )

@@ -17,11 +17,10 @@ import boto3
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
-from dropscan.manifest import manifest_key
+from dropscan.keys import manifest_key, release_error_key, release_key, scan_id_for
 from dropscan.models import Trust
-from dropscan.pipeline import object_exists, scan_id_for
-from dropscan.releases import release_error_key, release_key
-from dropscan.upstream_db import UpstreamDB
+from dropscan.store.upstream import UpstreamDB
+from dropscan.store.work import object_exists
 
 Pump = Callable[[Callable[[], bool], float], bool]
 
@@ -156,3 +155,10 @@ class Client:
             self.s3.get_object(Bucket=self.names.results_bucket, Key=key)["Body"].read()
         )
         return data
+
+
+def connect(stack: str, endpoint_url: str | None = None) -> Client:
+    """A client of a running stack: ``dropscan up`` (``endpoint_url``) or a deployed one (the usual AWS
+    credentials), its names read from the stack's outputs."""
+    session = boto3.session.Session()
+    return Client(session, StackNames.from_stack(session, stack, endpoint_url), endpoint_url=endpoint_url)

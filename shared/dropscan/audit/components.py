@@ -7,9 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dropscan.models import CLASS_ORDER, FileClass
-from dropscan.releases import Release, version_key
-from dropscan.upstream_db import PackageInfo
+from dropscan.models import CLASS_ORDER, FileClass, PackageInfo, Release, version_key
 
 NESTED = "!/"
 #: below this share of its non-empty files explained, a component is not forced onto a release

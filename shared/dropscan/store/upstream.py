@@ -21,21 +21,24 @@ wait.
 from __future__ import annotations
 
 import json
-import threading
-import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from botocore.exceptions import ClientError
 from pynamodb.attributes import JSONAttribute, MapAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
-from dropscan.dynamo import BatchTable, CallStats
-from dropscan.models import Trust
-from dropscan.releases import version_key
+from dropscan.models import (
+    DigestInfo,
+    FileDigests,
+    PackageInfo,
+    Trust,
+    VersionRange,
+    info_from_json,
+    version_key,
+)
+from dropscan.store.batch import BatchTable, CallStats
+from dropscan.store.lease import WriterLease
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -45,9 +48,6 @@ PACKAGE_PREFIX = "package#"
 PACKAGE_INDEX = "packages"
 FORMS = ("raw", "kw", "ws")
 T = TypeVar("T")
-# the writer lease's item; not a digest, so dumps and lookups never see it
-WRITER_LEASE = "lease#digests"
-_LEASE_KEY = {"pk": {"S": WRITER_LEASE}}
 
 
 class DigestItem(Model):
@@ -70,42 +70,6 @@ class PackageItem(Model):
     name = UnicodeAttribute()
     trust = UnicodeAttribute(default=Trust.HIGH.value)
     versions = UnicodeSetAttribute(null=True)
-
-
-@dataclass(frozen=True, slots=True)
-class VersionRange:
-    lo: str
-    hi: str
-
-    def widen(self, version: str) -> VersionRange:
-        return VersionRange(min(self.lo, version, key=version_key), max(self.hi, version, key=version_key))
-
-    def as_list(self) -> list[str]:
-        return [self.lo] if self.lo == self.hi else [self.lo, self.hi]
-
-
-@dataclass(frozen=True, slots=True)
-class DigestInfo:
-    """What the database knows of one digest."""
-
-    forms: frozenset[str]
-    packages: Mapping[str, VersionRange]
-
-
-@dataclass(frozen=True, slots=True)
-class PackageInfo:
-    name: str
-    trust: Trust
-    versions: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class FileDigests:
-    """The three digests of one upstream file."""
-
-    sha256: str
-    kw: str
-    ws: str
 
 
 def digest_from_raw(raw: dict[str, Any]) -> tuple[str, DigestInfo, bool]:
@@ -133,20 +97,10 @@ def digest_from_raw(raw: dict[str, Any]) -> tuple[str, DigestInfo, bool]:
     )
 
 
-def info_to_json(info: DigestInfo) -> dict[str, Any]:
-    """The ``v`` value of a digest item (also what a lookup hands on to finalize)."""
-    return {"f": sorted(info.forms), "p": {p: r.as_list() for p, r in sorted(info.packages.items())}}
-
-
 #: what a lookup reads of a digest item: ``v``, which repeats the key, because moto's response
 #: serializer costs per attribute value (one instead of two: 8,700 keys/s instead of 6,000). ``forms``
 #: is there to see items of the earlier layout, which are then read again whole.
 LOOKUP_PROJECTION = {"ProjectionExpression": "#v, #f", "ExpressionAttributeNames": {"#v": "v", "#f": "forms"}}
-
-
-def info_from_json(v: Mapping[str, Any]) -> DigestInfo:
-    """The inverse of info_to_json (a range of one version is a list of one)."""
-    return DigestInfo(frozenset(v["f"]), {p: VersionRange(r[0], r[-1]) for p, r in v["p"].items()})
 
 
 def _package_from_raw(raw: dict[str, Any]) -> PackageInfo:
@@ -270,127 +224,6 @@ def _pages(items: Iterable[T], size: int) -> Iterator[list[T]]:
             page = []
     if page:
         yield page
-
-
-class LeaseBusy(RuntimeError):
-    """Another writer held the lease for as long as this one would wait (retry later)."""
-
-
-class LeaseLost(RuntimeError):
-    """The lease ran out under this writer (it stalled past the lease time): stop writing, retry later."""
-
-
-@dataclass
-class WriterLease:
-    """The upstream table's writer lease: held by one merge at a time, renewed while held.
-
-    The item keeps ``owner`` and ``expires`` (epoch seconds) while held, and ``wrote`` once any merge
-    has written a digest item: a merge into a table no merge ever wrote to needs to read nothing first.
-    A writer that dies holding it (a Lambda timeout) blocks the others for at most ``lease_s``.
-    """
-
-    client: DynamoDBClient
-    table: str
-    lease_s: float = 60.0
-    owner: str = field(default_factory=lambda: uuid.uuid4().hex)
-    fresh: bool = False  # no digest item was ever written: nothing to read before writing
-    marked: bool = False  # the item says ``wrote`` already
-    _lost: threading.Event = field(default_factory=threading.Event)
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def try_acquire(self) -> bool:
-        now = time.time()
-        try:
-            resp = self.client.update_item(
-                TableName=self.table,
-                Key=_LEASE_KEY,
-                UpdateExpression="SET #o = :me, #e = :exp",
-                ConditionExpression="attribute_not_exists(#o) OR #e < :now",
-                ExpressionAttributeNames={"#o": "owner", "#e": "expires"},
-                ExpressionAttributeValues={
-                    ":me": {"S": self.owner},
-                    ":exp": {"N": str(now + self.lease_s)},
-                    ":now": {"N": str(now)},
-                },
-                ReturnValues="ALL_OLD",
-            )
-        except ClientError as e:
-            if e.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        old = resp.get("Attributes") or {}
-        self.marked = "wrote" in old
-        # an item without ``wrote`` was made by a merge that wrote nothing, or by none (an older table)
-        self.fresh = not self.marked and self._only_the_lease()
-        return True
-
-    def _only_the_lease(self) -> bool:
-        """Whether the table holds nothing but this item (a table older than the lease may hold digests)."""
-        resp = self.client.scan(TableName=self.table, Limit=2, ProjectionExpression="pk")
-        items = resp.get("Items", [])
-        return "LastEvaluatedKey" not in resp and all(i["pk"]["S"] == WRITER_LEASE for i in items)
-
-    def _update(self, expression: str, values: dict[str, Any], *, names: dict[str, str]) -> bool:
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=_LEASE_KEY,
-                UpdateExpression=expression,
-                ConditionExpression="#o = :me",
-                ExpressionAttributeNames={"#o": "owner", **names},
-                ExpressionAttributeValues={":me": {"S": self.owner}, **values},
-            )
-        except ClientError as e:
-            if e.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                self._lost.set()
-                return False
-            raise
-        return True
-
-    def renew(self) -> bool:
-        return self._update(
-            "SET #e = :exp", {":exp": {"N": str(time.time() + self.lease_s)}}, names={"#e": "expires"}
-        )
-
-    def mark_written(self) -> None:
-        """Said before the first digest item is written, so that a merge that dies half-way still counts."""
-        if self.marked:
-            return
-        if not self._update("SET #w = :t", {":t": {"BOOL": True}}, names={"#w": "wrote"}):
-            raise LeaseLost(f"the writer lease of {self.table} ran out")
-        self.marked = True
-
-    def check(self) -> None:
-        if self._lost.is_set():
-            raise LeaseLost(f"the writer lease of {self.table} ran out")
-
-    def release(self) -> None:
-        self._update("REMOVE #o, #e", {}, names={"#e": "expires"})
-
-    @contextmanager
-    def held(self, *, wait_s: float = 300.0) -> Iterator[WriterLease]:
-        """Wait up to ``wait_s`` for the lease (LeaseBusy past that), renew it while the block runs."""
-        deadline = time.monotonic() + wait_s
-        attempt = 0
-        while not self.try_acquire():
-            if time.monotonic() > deadline:
-                raise LeaseBusy(f"the writer lease of {self.table} stayed taken for {wait_s:.0f} s")
-            time.sleep(min(2.0, 0.05 * 2**attempt))
-            attempt += 1
-        beat = threading.Thread(target=self._heartbeat, name="writer-lease", daemon=True)
-        beat.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            beat.join()
-            if not self._lost.is_set():
-                self.release()
-
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self.lease_s / 3):
-            if not self.renew():
-                return
 
 
 class UpstreamDB:

@@ -1,0 +1,129 @@
+"""Stage 4, triage: the classified files of a scan -> licences and red flags of its review set, the
+reports, then the manifest (whose creation fires the notification)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import IO, Any
+
+from aws_lambda_powertools import Logger
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dropscan import heap, reports
+from dropscan.archive import MAGIC_SPAN, compressor_of
+from dropscan.audit import licenses, triage
+from dropscan.audit.manifest import to_json
+from dropscan.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
+from dropscan.forked import Done, Forked, usable_cpus
+from dropscan.inflate import CODECS
+from dropscan.keys import manifest_key, report_keys
+from dropscan.store.scans import now
+from dropscan.store.services import Services
+
+logger = Logger(service="dropscan", child=True)
+
+
+class DropReadError(RuntimeError):
+    """The drop could not be read again from S3: the triage message comes back and is retried."""
+
+
+def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
+    """Licences and red flags of the review set, the reports, then the manifest; returns its key."""
+    started = time.perf_counter()
+    with heap.building():
+        manifest: dict[str, Any] = svc.work.get_json(message["key"])
+    key = manifest_key(manifest["supplier"], manifest["scan_id"])
+    if svc.work.exists(key):
+        return None  # a redelivery after the manifest was written
+    workers = svc.settings.triage_workers or usable_cpus()
+    if manifest["status"] == "complete":
+        _triage_into(svc, manifest, workers)
+    manifest["reports"] = report_keys(manifest["supplier"], manifest["scan_id"])
+    seconds = manifest["stats"]["seconds"]
+    seconds["triage"] = round(time.perf_counter() - started, 3)
+    manifest["finished_at"] = now()
+    _write_reports(svc, manifest, workers)
+    # written last: its creation is what fires the notification
+    svc.work.put_text(key, to_json(manifest), "application/json")
+    svc.scans.set_status(manifest["scan_id"], manifest["status"])
+    return key
+
+
+def _write_reports(svc: Services, manifest: dict[str, Any], workers: int) -> None:
+    """HTML, SPDX and CycloneDX beside the manifest; their time is the manifest's own, not theirs."""
+    rendering = time.perf_counter()
+    for fmt, text in reports.render_all(manifest, manifest["reports"], workers=workers).items():
+        svc.work.put_text(manifest["reports"][fmt], text, reports.FORMATS[fmt].media_type)
+    manifest["stats"]["seconds"]["reports"] = round(time.perf_counter() - rendering, 3)
+
+
+def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
+    """Write the triage into the manifest; a triage that breaks is recorded, not retried forever.
+
+    S3 errors propagate (the message returns and is retried); anything else (a detector crash, a
+    drop libarchive reads differently the second time) becomes ``triage.error`` in the manifest,
+    which then still ends the scan with its classes, and the verdict is at least ``review``.
+    """
+    with tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".drop") as spool:
+        extracted = Extracted()
+        wanted = triage.wanted_digests(manifest)
+        try:
+            streamed = _stream_again(svc, manifest, wanted) if workers > 1 else None
+            with streamed or _read_again(svc, manifest, spool, wanted, beside=workers > 1) as reading:
+                # the licence index loads while the drop is read again
+                detector = licenses.detector(svc.settings.triage_detector)
+                got = reading.result()
+            if isinstance(got, SourceFailed):
+                raise DropReadError(got.message)
+            if got is None:  # not an archive that reads as a stream: from a copy on disk
+                with _read_again(svc, manifest, spool, wanted, beside=False) as reading:
+                    got = reading.result()
+            extracted = got or extracted
+            found = triage.triage_manifest(
+                manifest, extracted.content, detector=detector, truncated=extracted.truncated, workers=workers
+            )
+        except (DropReadError, BotoCoreError, ClientError):
+            raise
+        except Exception as e:  # errors are data: the manifest says triage did not finish
+            logger.exception("triage failed", extra={"scan_id": manifest["scan_id"]})
+            found = triage.TriageReport(
+                detector=svc.settings.triage_detector, error=f"{type(e).__name__}: {e}"[:300]
+            )
+    triage.apply(manifest, found)
+    for f in manifest["files"]:
+        if f["sha256"] in extracted.sha1:
+            f["sha1"] = extracted.sha1[f["sha256"]]
+
+
+def _drop(manifest: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """(bucket, key, version) of the drop the manifest is about."""
+    src = manifest["source"]
+    return src["bucket"], src["key"], src.get("version_id")
+
+
+def _read_again(
+    svc: Services, manifest: Mapping[str, Any], spool: IO[bytes], wanted: Mapping[str, int], *, beside: bool
+) -> Forked[Extracted | None] | Done[Extracted | None]:
+    """The bytes of the review set (and licence files) out of a copy of the drop on disk: in a forked
+    child if ``beside``."""
+    svc.objects.download(*_drop(manifest), spool)
+    if beside:
+        return Forked(contents_by_digest, spool.name, wanted)
+    return Done(contents_by_digest(spool.name, wanted))
+
+
+def _stream_again(
+    svc: Services, manifest: Mapping[str, Any], wanted: Mapping[str, int]
+) -> Forked[Extracted | SourceFailed | None] | None:
+    """The same, for a compressed drop, as it streams from S3: no copy on disk, no wait for one.
+
+    A child forked now reads the object on an S3 client of its own (a fork does not carry
+    connections) and decompresses beside its read. None when the drop does not start with a gzip,
+    bzip2 or xz stream.
+    """
+    codec = compressor_of(svc.objects.read_head(*_drop(manifest), MAGIC_SPAN))
+    if codec not in CODECS:
+        return None
+    return Forked(streamed_contents, svc.objects.opener(*_drop(manifest)), codec, wanted)

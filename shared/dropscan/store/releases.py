@@ -1,0 +1,73 @@
+"""Upstream releases in the upstream bucket: path lists (``releases/<package>/<version>.json.gz``), the
+report of each ingest, and the error of an archive that could not be read."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import TYPE_CHECKING, Any
+
+from dropscan.keys import release_error_key, release_key, release_report_key
+from dropscan.models import Release
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+
+def save_release(s3: S3Client, bucket: str, release: Release) -> str:
+    body = gzip.compress(
+        json.dumps(
+            {"package": release.package, "version": release.version, "files": release.files},
+            sort_keys=True,
+            separators=(",", ":"),
+        ).encode(),
+        mtime=0,
+    )
+    key = release_key(release.package, release.version)
+    s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json", ContentEncoding="gzip")
+    return key
+
+
+def load_release(s3: S3Client, bucket: str, package: str, version: str) -> Release | None:
+    try:
+        body = s3.get_object(Bucket=bucket, Key=release_key(package, version))["Body"].read()
+    except s3.exceptions.NoSuchKey:
+        return None
+    data = json.loads(gzip.decompress(body))
+    return Release(data["package"], data["version"], data["files"])
+
+
+class Releases:
+    """The upstream bucket's release files: path lists, ingest reports, ingest errors."""
+
+    def __init__(self, s3: S3Client, bucket: str) -> None:
+        self.s3 = s3
+        self.bucket = bucket
+
+    def save(self, release: Release) -> str:
+        return save_release(self.s3, self.bucket, release)
+
+    def load(self, package: str, version: str) -> Release | None:
+        return load_release(self.s3, self.bucket, package, version)
+
+    def report(self, package: str, version: str) -> dict[str, Any] | None:
+        """What the last ingest of the release did; None if it was never ingested."""
+        try:
+            obj = self.s3.get_object(Bucket=self.bucket, Key=release_report_key(package, version))
+        except self.s3.exceptions.NoSuchKey:
+            return None
+        report: dict[str, Any] = json.loads(obj["Body"].read())
+        return report
+
+    def put_report(self, package: str, version: str, report: dict[str, Any]) -> None:
+        self.s3.put_object(
+            Bucket=self.bucket, Key=release_report_key(package, version), Body=json.dumps(report).encode()
+        )
+
+    def put_error(self, package: str, version: str, key: str, error: str) -> None:
+        """Written instead of the path list when the release archive could not be read."""
+        self.s3.put_object(
+            Bucket=self.bucket,
+            Key=release_error_key(package, version),
+            Body=json.dumps({"key": key, "error": error}).encode(),
+        )

@@ -1,0 +1,32 @@
+"""The one way the end-to-end tests run a scan: upload a drop, wait for its manifest, let the stack settle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dropscan.audit.manifest import validate
+from dropscan.local.embedded import EmbeddedStack
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """A scan that ended: its id, its manifest (schema-valid) and the notifications it sent."""
+
+    scan_id: str
+    manifest: dict[str, Any]
+    notifications: list[Any]
+
+
+def scan_and_wait(
+    stack: EmbeddedStack, drop: Path, supplier: str = "acme", *, metadata: dict[str, str] | None = None
+) -> Scanned:
+    """Upload ``drop`` as ``supplier``, wait for its manifest, then drain every queue (so the notification
+    was sent, or not, before the test looks)."""
+    _, scan_id = stack.client.upload_drop(drop, supplier, metadata=metadata)
+    manifest = stack.client.wait_manifest(supplier, scan_id, timeout=120)
+    assert manifest is not None, "no manifest"
+    assert stack.dispatcher.drain(timeout=60), "the stack did not settle"
+    validate(manifest)
+    return Scanned(scan_id, manifest, stack.mailbox.for_scan(scan_id))
