@@ -15,18 +15,15 @@ from dropscan.keys import ROOT, child_part, chunk_tag, next_segment, split_tag, 
 from dropscan.models import Upload
 from dropscan.store.scans import ScanStore
 
+from helpers.tables import create_table
+
 UPLOAD = Upload("drops", "drops/acme/x.tar", "e1", None, "acme", {})
 
 
 @pytest.fixture
 def store() -> Iterator[ScanStore]:
     with mock_aws():
-        boto3.client("dynamodb", region_name="us-east-1").create_table(
-            TableName="scans",
-            KeySchema=[{"AttributeName": "scan_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "scan_id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_table(boto3.client("dynamodb", region_name="us-east-1"), "ScansTable", "scans")
         yield ScanStore("scans", region="us-east-1")
 
 

@@ -23,6 +23,8 @@ from dropscan.models import DigestInfo, FileDigests, Trust, VersionRange, info_t
 from dropscan.store.lease import WRITER_LEASE, LeaseBusy, LeaseLost, WriterLease
 from dropscan.store.upstream import FORMS, RELEASE_PAGE, UpstreamDB, _ItemEncoder
 
+from helpers.tables import create_table
+
 A, B, K = "a" * 64, "b" * 64, "c" * 64
 
 
@@ -30,12 +32,7 @@ A, B, K = "a" * 64, "b" * 64, "c" * 64
 def dynamodb() -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName="upstream",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_table(client, "UpstreamTable", "upstream")
         yield client
 
 

@@ -17,7 +17,7 @@ from dropscan import heap
 RESTRICTED_CATEGORIES = frozenset({"Commercial", "Proprietary Free", "Source-available", "Free Restricted"})
 
 _TAG = re.compile(r"SPDX-License-Identifier:\s*(?P<expr>[^\n*]*?)\s*(?:\*/|-->|$)", re.MULTILINE)
-# ScanCode's licence index takes ~10 s and ~1.4 GB to load: per file, cap what it reads.
+# ScanCode's licence index is slow and big to load (docs/design.md): per file, cap what it reads.
 SCANCODE_DEADLINE = 10.0  # seconds per file; ScanCode's own CLI default is 120 s for a whole file scan
 #: a finding keeps this much of the text it was found in
 EVIDENCE_CHARS = 500

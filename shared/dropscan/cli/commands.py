@@ -150,7 +150,7 @@ def scan_drop(r: ScanRequest) -> int:
             from dropscan.audit.manifest import to_json
 
             r.manifest_out.write_text(to_json(manifest))
-            # the reports triage wrote (rendering an 80,000-file SPDX document again takes a minute)
+            # the reports triage wrote, rather than rendering a big drop's documents again
             client.download_reports(manifest, r.manifest_out.parent)
     if not r.quiet:
         from dropscan.reports.summary import body, subject

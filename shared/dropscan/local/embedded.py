@@ -129,8 +129,8 @@ class EmbeddedStack:
 #: short timeouts let a crashed invocation's messages come back in seconds rather than minutes;
 #: triage uses every core of the machine; DynamoDB calls one at a time per process, as moto answers
 #: under this process's GIL, and a lookup's reads split with a forked child that has a GIL of its own;
-#: chunks as big as the template allows, as lookups run one at a time here and each forks once (kernel
-#: drop: 17 chunks, lookups 7.2-7.6 s; 42 chunks of 2,000: 8.8-9.3 s; 84 of 1,000: 9.4-9.6 s)
+#: chunks as big as the template allows, as lookups run one at a time here and each forks once
+#: (figures in docs/design.md, "Local stack")
 LOCAL_PARAMETERS = {
     "QueueVisibilityTimeout": "30",
     "StageVisibilityTimeout": "10",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dropscan.archive import Nested
 from dropscan.keys import ROOT, child_part, part_key, work_key
 from dropscan.models import FileRecord
 from dropscan.store.services import Services
+
+if TYPE_CHECKING:  # the lookup stage uses this module and must not load libarchive
+    from dropscan.archive import Nested
 
 
 def lookup_keys(rec: FileRecord) -> tuple[str, ...]:

@@ -42,7 +42,7 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     scan = _claim(svc, scan_id, token)
     if scan is None:
         return None
-    with heap.building():  # a record and a file entry per member: 80,000 of each for a kernel
+    with heap.building():  # a record and a file entry per member of the drop
         gathered = _gather(svc, scan)
         db = svc.upstream()
         packages = _packages(db, gathered.known)

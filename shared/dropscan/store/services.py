@@ -73,7 +73,8 @@ class Services:
     @cached_property
     def objects(self) -> Objects:
         """Reads of uploaded drops and upstream archives."""
-        return Objects(self.s3, self.new_s3)
+        # ``new_s3`` resolved at each call, not bound now: a forked child asks for a client of its own
+        return Objects(self.s3, lambda: self.new_s3())
 
     @cached_property
     def releases(self) -> Releases:

@@ -82,8 +82,7 @@ class Client:
         self.names = names
         self.pump = pump
         # a checksum only where S3 requires one: botocore would otherwise send an upload aws-chunked with a
-        # trailing checksum, which it and moto both reassemble in time quadratic in its size (a 283 MB
-        # drop took 53 s to upload to the embedded stack, 2.4 s without)
+        # trailing checksum, which it and moto both reassemble in time quadratic in its size (docs/design.md)
         upload = Config(request_checksum_calculation="when_required")
         self.s3 = session.client("s3", endpoint_url=endpoint_url, config=upload)
         dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
