@@ -151,7 +151,7 @@ def _stack(a: argparse.Namespace) -> Iterator[tuple[Any, Any, Callable[[], None]
 # ------------------------------------------------------------------ hash
 def cmd_hash(a: argparse.Namespace) -> int:
     from dropscan.archive import ArchiveReadError, LimitExceeded
-    from dropscan.halves import walk_file
+    from dropscan.archive.halves import walk_file
 
     src = Path(a.archive).expanduser()
     if not src.is_file():

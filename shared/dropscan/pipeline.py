@@ -19,7 +19,7 @@ from aws_lambda_powertools import Logger
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dropscan import heap, licenses, reports, triage, zipsplit
+from dropscan import heap, licenses, reports, triage
 from dropscan.archive import (
     MAGIC_SPAN,
     ArchiveReadError,
@@ -30,17 +30,18 @@ from dropscan.archive import (
     compressor_of,
     walk,
     walk_nested,
+    zipsplit,
 )
+from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
+from dropscan.archive.inflate import CODECS, PlainStream, plain_stream
+from dropscan.archive.paths import distinct
 from dropscan.classify import classify
 from dropscan.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.dynamo import CallStats
-from dropscan.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.forked import Done, Forked, forked_iter, usable_cpus
 from dropscan.idempotency import once
-from dropscan.inflate import CODECS, PlainStream, plain_stream
 from dropscan.manifest import REPORT_FORMATS, build_manifest, manifest_key, report_key, to_json
 from dropscan.models import FileRecord, Trust
-from dropscan.paths import distinct
 from dropscan.releases import (
     Release,
     load_release,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import FAST
 
-from dropscan import zipsplit
+from dropscan.archive import zipsplit
 from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.manifest import manifest_key, validate
 from dropscan.scans import ROOT, ScanItem

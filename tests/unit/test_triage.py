@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dropscan.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
+from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.forked import Forked
 from dropscan.licenses import TagDetector, detector, scancode_available, spdx_tags
 from dropscan.manifest import verdict

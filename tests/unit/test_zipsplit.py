@@ -15,8 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from dropscan import zipsplit
-from dropscan.archive import walk
+from dropscan.archive import walk, zipsplit
 
 import bombs
 
