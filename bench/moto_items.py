@@ -14,8 +14,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from dropscan.bench import timed as median
 from dropscan.upstream_db import digest_item
+
+from hash_bench import timed as median
 
 LAYOUTS: dict[str, Callable[[str], dict[str, Any]]] = {
     "earlier (forms set + pkgs map of maps)": lambda d: {

@@ -13,9 +13,10 @@ import hashlib
 import json
 from typing import Any
 
-from dropscan.bench import timed as median
 from dropscan.manifest import summarize
 from dropscan.reports import FORMATS, render
+
+from hash_bench import timed as median
 
 LICENCES = ["GPL-2.0-only", "GPL-2.0-or-later", "GPL-2.0-only WITH Linux-syscall-note", "BSD-3-Clause", "MIT"]
 
