@@ -53,9 +53,9 @@ bench: install cases
 	@command -v hashdeep >/dev/null || apt-get install -y -qq hashdeep >/dev/null || true
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
 	$(BIN)/python $(CASES_SRC)/build_case.py $(CASES_SRC)/busybox.json --cache $(CASES_DIR) --out .cache/bench/busybox >/dev/null
-	$(BIN)/python -m dropscan.bench --upstream busybox@1.35.0=$(CASES_DIR)/busybox_1.35.0.orig.tar.bz2 \
+	$(BIN)/python bench/hash_bench.py --upstream busybox@1.35.0=$(CASES_DIR)/busybox_1.35.0.orig.tar.bz2 \
 	  --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz --out bench-out/busybox
-	$(BIN)/python -m dropscan.bench_triage --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz \
+	$(BIN)/python bench/triage_bench.py --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz \
 	  --expected .cache/bench/busybox/expected.json --out bench-out/busybox
 
 bench-linux: install
@@ -64,7 +64,7 @@ bench-linux: install
 	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) linux
 	[ -f .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz ] || \
 	  $(BIN)/python $(CASES_SRC)/build_case.py bench/linux.json --cache $(CASES_DIR) --out .cache/bench/linux >/dev/null
-	$(BIN)/python -m dropscan.bench --upstream linux@6.1.176=$(CASES_DIR)/linux_6.1.176.orig.tar.xz \
+	$(BIN)/python bench/hash_bench.py --upstream linux@6.1.176=$(CASES_DIR)/linux_6.1.176.orig.tar.xz \
 	  --drop .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz --runs 3 --out bench-out/linux
 
 # Coverage-guided fuzzing of the archive walker for FUZZ_SECONDS (atheris; crashes land in fuzz-out/).

@@ -14,8 +14,9 @@ import json
 from typing import Any
 
 from dropscan.audit.manifest import summarize
-from dropscan.bench import timed as median
 from dropscan.reports import FORMATS, render
+
+from hash_bench import timed as median
 
 LICENCES = ["GPL-2.0-only", "GPL-2.0-or-later", "GPL-2.0-only WITH Linux-syscall-note", "BSD-3-Clause", "MIT"]
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import FAST
 
-from dropscan import zipsplit
+from dropscan.archive import zipsplit
 from dropscan.keys import ROOT, manifest_key
 from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.models import Scan

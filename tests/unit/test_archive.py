@@ -20,8 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dropscan.archive import READ_BLOCK, ArchiveReadError, _nested_format, walk
-from dropscan.digest import digest_bytes
+from dropscan.archive import ArchiveReadError, walk
+from dropscan.archive.binding import READ_BLOCK
+from dropscan.archive.digest import digest_bytes
+from dropscan.archive.magic import nested_format
 from dropscan.models import FileRecord, Kind
 
 ELF = b"\x7fELF\x02\x01\x01" + b"\0" * 57
@@ -455,7 +457,7 @@ def _disjoint(tree: dict[str, bytes]) -> bool:
     # a path cannot be a file and a folder at once (zip and tar would both store it; extractors could not);
     # and content that looks like an archive is opened (the tests above cover that)
     folders = any(other.startswith(path + "/") for path in tree for other in tree)
-    return not folders and not any(_nested_format(data[:512], path) for path, data in tree.items())
+    return not folders and not any(nested_format(data[:512], path) for path, data in tree.items())
 
 
 @settings(max_examples=60, deadline=None)

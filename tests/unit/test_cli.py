@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dropscan import halves
+from dropscan.archive import halves
 from dropscan.cli import main
 
 

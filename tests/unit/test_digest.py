@@ -1,4 +1,4 @@
-"""Unit tests for dropscan.digest: the kw/ws definitions, kind sniffing and the incremental Digester."""
+"""Unit tests for dropscan.archive.digest: the kw/ws definitions, kind sniffing, the incremental Digester."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dropscan import digest as digest_module
-from dropscan.digest import (
+from dropscan.archive import digest as digest_module
+from dropscan.archive.digest import (
     TEXT_SNIFF,
     Digester,
     digest_bytes,

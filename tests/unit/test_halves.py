@@ -11,8 +11,7 @@ from typing import cast
 
 import pytest
 
-from dropscan import halves
-from dropscan.archive import ArchiveReadError, LimitExceeded, Limits, tar_member_at, walk
+from dropscan.archive import ArchiveReadError, LimitExceeded, Limits, halves, tar_member_at, walk
 from dropscan.models import FileRecord
 
 from builders import tar_of

@@ -24,10 +24,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dropscan import archive as archive_module
 from dropscan.archive import ArchiveReadError, LimitExceeded, Limits, walk
+from dropscan.archive import walker as archive_module
+from dropscan.archive.paths import MAX_PATH, escape, unescape
 from dropscan.models import FileRecord, Kind
-from dropscan.paths import MAX_PATH, escape, unescape
 
 import bombs
 from bombs import GiB, MiB
@@ -447,7 +447,7 @@ def compressed(kind: str, data: bytes, tmp_path: Path) -> bytes:
 
 
 COMPRESSORS = ["gz", "bz2", "xz", "zstd"]
-REASONS = {  # libarchive's words, and those of dropscan.inflate (thread or process)
+REASONS = {  # libarchive's words, and those of dropscan.archive.inflate (thread or process)
     "gz": ("truncated gzip input",),
     "bz2": ("truncated bzip2 input",),
     "xz": ("Lzma library error:  No progress is possible", "truncated xz input"),

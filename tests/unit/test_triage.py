@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.audit.licenses import TagDetector, detector, scancode_available, spdx_tags
 from dropscan.audit.manifest import verdict
 from dropscan.audit.triage import component_license, triage_file, triage_manifest
-from dropscan.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.forked import Forked
 
 from builders import make_tar, tar_bytes

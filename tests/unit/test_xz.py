@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dropscan import xz
-from dropscan.archive import ArchiveReadError, LimitExceeded, walk
-from dropscan.inflate import CODECS, InflateError, _steps
+from dropscan.archive import ArchiveReadError, LimitExceeded, walk, xz
+from dropscan.archive.inflate import CODECS, InflateError, _steps
 
 from bombs import MiB
 

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from dropscan import zipsplit
-from dropscan.archive import walk
+from dropscan.archive import walk, zipsplit
+from dropscan.store.objects import RangedObject
 
 import bombs
 
@@ -95,7 +95,7 @@ def test_a_self_extractor_and_a_non_zip_are_not_split() -> None:
 def test_the_ranged_view_reads_the_directory_in_a_few_requests(s3: Any) -> None:
     data = zip_of([100] * 500)
     s3.put_object(Bucket="drops", Key="k.zip", Body=data)
-    view = zipsplit.RangedObject(s3, "drops", "k.zip", None, len(data))
+    view = RangedObject(s3, "drops", "k.zip", None, len(data))
     ranges = zipsplit.plan(view, 10_000)
     assert ranges is not None and sum(r.entries for r in ranges) == 500
     assert view.requests <= 4  # the end records, the zip64 locator, the whole directory at once

@@ -185,7 +185,7 @@ def _stack(
 # ------------------------------------------------------------------ hash
 def cmd_hash(a: argparse.Namespace) -> int:
     from dropscan.archive import ArchiveReadError, LimitExceeded
-    from dropscan.halves import walk_file
+    from dropscan.archive.halves import walk_file
 
     src = Path(a.archive).expanduser()
     if not src.is_file():

@@ -10,12 +10,12 @@ from functools import lru_cache
 from typing import Any
 
 from dropscan import heap
+from dropscan.archive.paths import distinct
 from dropscan.audit.classify import file_entry
 from dropscan.audit.components import component_of, declared_mismatches, parse_declared, resolve_component
 from dropscan.audit.manifest import build_manifest
 from dropscan.keys import manifest_key, split_tag, walk_order, work_key
 from dropscan.models import DigestInfo, FileRecord, PackageInfo, Scan, info_from_json
-from dropscan.paths import distinct
 from dropscan.settings import Settings
 from dropscan.store.batch import CallStats
 from dropscan.store.scans import now

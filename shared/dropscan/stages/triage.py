@@ -9,18 +9,18 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from aws_lambda_powertools import Logger
-from botocore.exceptions import BotoCoreError, ClientError
 
 from dropscan import heap, reports
 from dropscan.archive import MAGIC_SPAN, compressor_of
+from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
+from dropscan.archive.inflate import CODECS
 from dropscan.audit import licenses, triage
 from dropscan.audit.manifest import to_json
-from dropscan.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.forked import Done, Forked, usable_cpus
-from dropscan.inflate import CODECS
 from dropscan.keys import manifest_key, report_keys
 from dropscan.store.scans import now
 from dropscan.store.services import Services
+from dropscan.store.work import AWS_ERRORS
 
 logger = Logger(service="dropscan", child=True)
 
@@ -84,7 +84,7 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
             found = triage.triage_manifest(
                 manifest, extracted.content, detector=detector, truncated=extracted.truncated, workers=workers
             )
-        except (DropReadError, BotoCoreError, ClientError):
+        except (DropReadError, *AWS_ERRORS):
             raise
         except Exception as e:  # errors are data: the manifest says triage did not finish
             logger.exception("triage failed", extra={"scan_id": manifest["scan_id"]})

@@ -20,14 +20,14 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from dropscan.archive import ArchiveReadError, LimitExceeded, Nested, Progress, Split, walk, walk_nested
-from dropscan.inflate import PlainStream, plain_stream
+from dropscan.archive.inflate import PlainStream, plain_stream
+from dropscan.archive.zipsplit import Terminated, plan
 from dropscan.keys import ROOT, next_segment, parse_drop_key, scan_id_for, segment
 from dropscan.models import FileRecord, Upload
 from dropscan.stages.chunking import ChunkSender, PartSender, finalize_if_complete, open_part
 from dropscan.store.idempotency import once
 from dropscan.store.objects import StoredObject
 from dropscan.store.services import Services
-from dropscan.zipsplit import Terminated, plan
 
 logger = Logger(service="dropscan", child=True)
 

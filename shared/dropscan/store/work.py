@@ -11,12 +11,17 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from dropscan.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
+
+#: what an AWS call raises: a stage lets these through, so that the message comes back and is retried
+AWS_ERRORS = (BotoCoreError, ClientError)
 
 #: bytes; SQS takes 256 KiB a message, a bigger chunk goes to S3 with a pointer
 INLINE_MESSAGE_LIMIT = 200_000

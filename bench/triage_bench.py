@@ -17,11 +17,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import libarchive
-
+from dropscan.archive.binding import entry_filetype, open_reader, raw_name
 from dropscan.audit.licenses import Detector, TagDetector, detector
 from dropscan.audit.triage import triage_file
-from dropscan.bench import timed
+
+from hash_bench import timed
 
 SEED_ORDER = "sha256"  # the filler files are taken in digest order: the same set every run
 
@@ -29,10 +29,14 @@ SEED_ORDER = "sha256"  # the filler files are taken in digest order: the same se
 def read_drop(drop: Path) -> dict[str, bytes]:
     """Every regular file of the drop (top level only: the acceptance drops have no nested archives)."""
     out: dict[str, bytes] = {}
-    with libarchive.file_reader(str(drop)) as reader:
-        for entry in reader:
-            if entry.isfile:
-                out[str(entry.pathname)] = b"".join(entry.get_blocks())
+    with drop.open("rb") as stream:
+        reader, entry = open_reader(stream, seekable=True)
+        with reader:
+            while entry is not None:
+                if entry_filetype(entry) & 0o170000 == 0o100000:
+                    name = raw_name(entry).decode()
+                    out[name] = b"".join(iter(reader.read, b""))
+                entry = reader.next_entry()
     return out
 
 
@@ -49,7 +53,7 @@ def review_set(files: Mapping[str, bytes], expected: Path | None, size: int) -> 
 
 
 def _kind(data: bytes) -> str:
-    from dropscan.digest import sniff_kind
+    from dropscan.archive.digest import sniff_kind
 
     return sniff_kind(data[:8192], "").value
 

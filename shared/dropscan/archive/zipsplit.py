@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import itertools
 import zipfile
 from collections.abc import Sequence
@@ -33,48 +32,6 @@ class ZipRange:
             "entries": self.entries,
             "spent": [self.members_before, self.bytes_before],
         }
-
-
-class RangedObject(io.RawIOBase):
-    """A read-only, seekable view of one S3 object version: each read is one ranged GET.
-
-    Made for :mod:`zipfile`, which reads a zip's end records and its central directory in a handful
-    of reads; never for streaming the members.
-    """
-
-    def __init__(self, s3: Any, bucket: str, key: str, version_id: str | None, size: int) -> None:
-        super().__init__()
-        self._get = {"Bucket": bucket, "Key": key, **({"VersionId": version_id} if version_id else {})}
-        self._s3 = s3
-        self._size = size
-        self._pos = 0
-        self.requests = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        if base + offset < 0:
-            raise ValueError("negative seek position")
-        self._pos = base + offset
-        return self._pos
-
-    def read(self, size: int | None = -1) -> bytes:
-        end = self._size if size is None or size < 0 else min(self._size, self._pos + size)
-        if end <= self._pos:
-            return b""
-        self.requests += 1
-        body = self._s3.get_object(**self._get, Range=f"bytes={self._pos}-{end - 1}")["Body"]
-        data: bytes = body.read()
-        self._pos += len(data)
-        return data
 
 
 def plan(source: Any, part_bytes: int) -> list[ZipRange] | None:

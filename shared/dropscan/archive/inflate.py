@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from dropscan import xz
+from dropscan.archive import xz
 
 __all__ = [
     "CODECS",
@@ -283,7 +283,7 @@ class ForkedInflater(PlainStream):
     A thread of the parent feeds it the compressed source through a pipe (reading the source and
     writing the pipe mostly happen without the GIL). The plain bytes come back through a ring of
     QUEUED slots in anonymous shared memory (``mmap``, not /dev/shm, which Lambda lacks): a pipe
-    would copy 1.3 GB twice more for a kernel tree. The child runs nothing but the decompressor loop
+    would copy every plain byte twice more. The child runs nothing but the decompressor loop
     and leaves with ``os._exit``: no handlers, no flushing of the parent's buffers.
     """
 
@@ -393,11 +393,11 @@ class ForkedInflater(PlainStream):
 def inflate_mode() -> str:
     """How a top-level gzip, bzip2 or xz stream is decompressed: "process", "thread" or "off".
 
-    Beside the walk it pays only with a second core free: with one (a Lambda function under
-    1,769 MB, or a busy machine) the hand-over costs about 10 % more CPU. A forked process has a GIL
-    of its own; a thread waits for the walk's GIL between steps (kernel .tar.xz: about 1.1x against
-    1.3x the time of ``xz -dc``, docs/design.md). DROPSCAN_INFLATE decides; by default "process" with two
-    or more usable cores (and fork), else "off" (libarchive decompresses in line).
+    Beside the walk it pays only with a second core free: with one (a Lambda function under 1,769 MB,
+    or a busy machine) the hand-over costs more CPU than it saves. A forked process has a GIL of its
+    own; a thread waits for the walk's GIL between steps (figures in docs/design.md). DROPSCAN_INFLATE
+    decides; by default "process" with two or more usable cores (and fork), else "off" (libarchive
+    decompresses in line).
     """
     setting = os.environ.get("DROPSCAN_INFLATE")
     if setting in ("process", "thread", "off"):

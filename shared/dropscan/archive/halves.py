@@ -10,19 +10,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from dropscan.archive import ArchiveReadError, Limits, Progress, check_spent, tar_member_at, walk
+from dropscan.archive.binding import tar_member_at
+from dropscan.archive.limits import ArchiveReadError, Limits, Progress, check_spent
+from dropscan.archive.paths import Names
+from dropscan.archive.walker import walk
 from dropscan.forked import Forked, ForkedError, portable, usable_cpus
 from dropscan.models import FileRecord
-from dropscan.paths import Names
 
 __all__ = ["MIN_BYTES", "Window", "walk_file"]
 
-#: below this a second process saves less than it costs (a fork, the cut's header scan: about 0.2 s
-#: for a 1.3 GB kernel tar, and the second half's records read back)
+#: below this a second process saves less than it costs (a fork, the cut's header scan, and the
+#: second half's records read back; figures in docs/design.md, "The archive package")
 MIN_BYTES = 64 * 1024 * 1024
 #: where the cut goes, as a share of the file: the first half's process also reads back and hands on
-#: every record of the second, yet on the kernel tar shares from 0.42 to 0.61 put the middle fastest
-#: (0.50-0.55: 2.8 s; 0.42: 3.2 s; 0.61: 3.2 s)
+#: every record of the second, yet on the kernel tar the middle measured fastest (docs/design.md)
 CUT_SHARE = 0.5
 #: records per batch the second half writes to its spool
 BATCH = 2048
