@@ -57,7 +57,12 @@ def _entries(reader: libarchive.read.ArchiveRead) -> Iterator[tuple[int | None, 
 
 
 def _take(
-    blocks: Iterator[bytes], size: int | None, wanted: Mapping[str, int], sizes: set[int], out: Extracted
+    blocks: Iterator[bytes],
+    size: int | None,
+    wanted: Mapping[str, int],
+    sizes: set[int],
+    out: Extracted,
+    caps: Mapping[str, int] | None = None,
 ) -> bytes | None:
     """Read one member; keep it if its digest is wanted; return its bytes if it may be an archive."""
     sha = hashlib.sha256()
@@ -83,20 +88,26 @@ def _take(
     digest = sha.hexdigest()
     out.sha1[digest] = sha1.hexdigest()
     if digest in wanted and digest not in out.content:
-        out.content[digest] = data[:CONTENT_LIMIT]
+        out.content[digest] = data[: (caps or {}).get(digest, CONTENT_LIMIT)]
         if wanted[digest] > CONTENT_LIMIT:
             out.truncated.add(digest)
     return data if keep_all else None
 
 
-def _walk(reader: libarchive.read.ArchiveRead, wanted: Mapping[str, int], depth: int, out: Extracted) -> None:
+def _walk(
+    reader: libarchive.read.ArchiveRead,
+    wanted: Mapping[str, int],
+    depth: int,
+    out: Extracted,
+    caps: Mapping[str, int] | None = None,
+) -> None:
     sizes = set(wanted.values())
     for size, blocks in _entries(reader):
-        nested = _take(blocks, size, wanted, sizes, out)
+        nested = _take(blocks, size, wanted, sizes, out, caps)
         if nested is not None and depth > 0:
             try:
                 with libarchive.memory_reader(nested) as inner:
-                    _walk(inner, wanted, depth - 1, out)
+                    _walk(inner, wanted, depth - 1, out, caps)
             except ArchiveError:
                 pass  # a compressed single file, or a corrupt one: the walker reported it already
 
@@ -117,7 +128,12 @@ class _Into:
 
 
 def compressed_contents(
-    source: Source, codec: str, wanted: Mapping[str, int], *, max_depth: int = 8
+    source: Source,
+    codec: str,
+    wanted: Mapping[str, int],
+    *,
+    max_depth: int = 8,
+    caps: Mapping[str, int] | None = None,
 ) -> Extracted | None:
     """What :func:`contents_by_digest` reads, from a compressed archive ``source`` (``read`` only).
 
@@ -131,7 +147,7 @@ def compressed_contents(
     broken = contextlib.suppress(ArchiveError, InflateError)
     try:
         with broken, libarchive.stream_reader(_Into(plain), block_size=READ_BLOCK) as reader:
-            _walk(reader, wanted, max_depth, out)
+            _walk(reader, wanted, max_depth, out, caps)
     finally:
         plain.close()
     return out if out.sha1 else None
@@ -145,7 +161,10 @@ class SourceFailed:
 
 
 def streamed_contents(
-    open_body: Callable[[], Source], codec: str, wanted: Mapping[str, int]
+    open_body: Callable[[], Source],
+    codec: str,
+    wanted: Mapping[str, int],
+    caps: Mapping[str, int] | None = None,
 ) -> Extracted | SourceFailed | None:
     """:func:`compressed_contents` of the body ``open_body`` opens: for a child forked to read the drop
     from S3 on a connection of its own while its parent goes on (loading the licence index holds the
@@ -158,7 +177,7 @@ def streamed_contents(
     except Exception as e:
         return SourceFailed(f"{type(e).__name__}: {e}")
     try:
-        got = compressed_contents(body, codec, wanted)
+        got = compressed_contents(body, codec, wanted, caps=caps)
     finally:
         body.close()
     if body.error is not None:
@@ -188,16 +207,19 @@ class _Watched:
             self._body.close()
 
 
-def contents_by_digest(path: str, wanted: Mapping[str, int], *, max_depth: int = 8) -> Extracted:
-    """The bytes of every file of the drop at ``path`` whose SHA-256 is in ``wanted`` (sha -> size)."""
+def contents_by_digest(
+    path: str, wanted: Mapping[str, int], *, max_depth: int = 8, caps: Mapping[str, int] | None = None
+) -> Extracted:
+    """The bytes of every file of the drop at ``path`` whose SHA-256 is in ``wanted`` (sha -> size),
+    at most CONTENT_LIMIT of each, or what ``caps`` allows it (sha -> bytes)."""
     out = Extracted()
     try:
         with libarchive.file_reader(path) as reader:
-            _walk(reader, wanted, max_depth, out)
+            _walk(reader, wanted, max_depth, out, caps)
     except ArchiveError:
         pass  # a broken archive: keep what was read; the scan's manifest says where it broke
     if not out.sha1:
         size = os.path.getsize(path)
         with open(path, "rb") as f:  # a non-archive upload is one file: itself
-            _take(iter(lambda: f.read(1 << 20), b""), size, wanted, {size}, out)
+            _take(iter(lambda: f.read(1 << 20), b""), size, wanted, {size}, out, caps)
     return out

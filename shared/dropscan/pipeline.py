@@ -11,7 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import IO, Any
 from urllib.parse import unquote_plus
 
@@ -802,21 +802,29 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
     """
     with tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".drop") as spool:
         extracted = Extracted()
-        wanted = triage.wanted_digests(manifest)
+        limits = svc.settings.triage_limits()
+        read = triage.read_plan(manifest, limits)  # issue 22: what one invocation reads, and how much
+        wanted, caps = read.wanted, read.caps
         try:
-            streamed = _stream_again(svc, manifest, wanted) if workers > 1 else None
-            with streamed or _read_again(svc, manifest, spool, wanted, beside=workers > 1) as reading:
+            streamed = _stream_again(svc, manifest, wanted, caps) if workers > 1 else None
+            with streamed or _read_again(svc, manifest, spool, wanted, caps, beside=workers > 1) as reading:
                 # the licence index loads (2 s) while the drop is read again (5 s for a kernel)
                 detector = licenses.detector(svc.settings.triage_detector)
                 got = reading.result()
             if isinstance(got, SourceFailed):
                 raise DropReadError(got.message)
             if got is None:  # not an archive that reads as a stream: from a copy on disk
-                with _read_again(svc, manifest, spool, wanted, beside=False) as reading:
+                with _read_again(svc, manifest, spool, wanted, caps, beside=False) as reading:
                     got = reading.result()
             extracted = got or extracted
             found = triage.triage_manifest(
-                manifest, extracted.content, detector=detector, truncated=extracted.truncated, workers=workers
+                manifest,
+                extracted.content,
+                detector=detector,
+                truncated=extracted.truncated,
+                workers=workers,
+                limits=limits,
+                read=read,
             )
         except (DropReadError, BotoCoreError, ClientError):
             raise
@@ -846,18 +854,24 @@ def _download_drop(svc: Services, manifest: Mapping[str, Any], spool: IO[bytes])
 
 
 def _read_again(
-    svc: Services, manifest: Mapping[str, Any], spool: IO[bytes], wanted: Mapping[str, int], *, beside: bool
+    svc: Services,
+    manifest: Mapping[str, Any],
+    spool: IO[bytes],
+    wanted: Mapping[str, int],
+    caps: Mapping[str, int],
+    *,
+    beside: bool,
 ) -> Forked[Extracted | None] | Done[Extracted | None]:
     """The bytes of the review set (and licence files) out of a copy of the drop on disk: in a forked
     child if ``beside``."""
     _download_drop(svc, manifest, spool)
     if beside:
-        return Forked(contents_by_digest, spool.name, wanted)
-    return Done(contents_by_digest(spool.name, wanted))
+        return Forked(partial(contents_by_digest, caps=caps), spool.name, wanted)
+    return Done(contents_by_digest(spool.name, wanted, caps=caps))
 
 
 def _stream_again(
-    svc: Services, manifest: Mapping[str, Any], wanted: Mapping[str, int]
+    svc: Services, manifest: Mapping[str, Any], wanted: Mapping[str, int], caps: Mapping[str, int]
 ) -> Forked[Extracted | SourceFailed | None] | None:
     """The same, for a compressed drop, as it streams from S3: no copy on disk, no wait for one.
 
@@ -875,7 +889,7 @@ def _stream_again(
     def open_body() -> Any:
         return svc.new_s3().get_object(Bucket=src["bucket"], Key=src["key"], **version)["Body"]
 
-    return Forked(streamed_contents, open_body, codec, wanted)
+    return Forked(streamed_contents, open_body, codec, wanted, caps)
 
 
 class DropReadError(RuntimeError):
