@@ -86,6 +86,9 @@ def body(
         "  " + ", ".join(f"{n:,} {c}" for c, n in s["classes"].items() if n),
         "",
     ]
+    note = view.limit_note(manifest)
+    if note:
+        lines += [note, ""]
     if manifest["components"]:
         lines.append("Components:")
         lines += [f"  {component_line(c)}" for c in manifest["components"]]

@@ -236,3 +236,17 @@ def group_flags(
     return sorted(
         ((k, n, f) for k, (n, f) in groups.items()), key=lambda g: (severity_rank(g[0][0]), -g[1], g[0])
     )
+
+
+def limit_note(manifest: Manifest) -> str | None:
+    """One sentence when triage stopped at its limits (``triage.limited``): how many files, and why."""
+    triage = manifest.get("triage")
+    limited = triage.get("limited") if isinstance(triage, Mapping) else None
+    if not isinstance(limited, Mapping):
+        return None
+    tags, unread = int(limited.get("tags_only") or 0), int(limited.get("not_read") or 0)
+    reasons = "; ".join(str(r) for r in limited.get("reasons") or [])
+    return (
+        f"Review set beyond the triage limits: {tags:,} files read for licence tags and restriction terms "
+        f"only, {unread:,} not read (files[].triage in the manifest names them). {reasons}."
+    )
