@@ -172,7 +172,7 @@ def _header(m: Mapping[str, Any]) -> str:
             '<div class="tiles">' + "".join(f'<div class="tile"><b>{n}</b>{e(t)}</div>' for n, t in tiles),
             "</div>",
             _bar({c: int(classes.get(c, 0)) for c in view.CLASSES}) if total else "",
-            f'<p class="limit"><strong>{e(note)}</strong></p>' if (note := view.limit_note(m)) else "",
+            *([f'<p class="limit"><strong>{e(note)}</strong></p>'] if (note := view.limit_note(m)) else []),
             "</header>",
         ]
     )
