@@ -27,7 +27,7 @@ class Settings:
     triage_detector: str = "auto"  # auto | scancode | tags
     triage_workers: int = 1  # processes for the review files; 0: one per CPU
     triage_max_files: int = 20_000  # distinct review contents detected in full (TriageMaxFiles)
-    triage_max_mib: int = 1024  # review content held for triage at once (TriageMaxMiB)
+    triage_max_mib: int = 512  # review content held for triage at once (TriageMaxMiB)
     triage_budget_seconds: float = 600.0  # detection time before the rest is read for tags only
     report_link_expiry: int = 43200  # seconds; also bounded by the function role's session
     scratch_dir: str | None = None  # where triage spools the drop (Lambda: /tmp)
@@ -72,7 +72,7 @@ class Settings:
             triage_detector=e.get("TRIAGE_DETECTOR", "auto"),
             triage_workers=int(e.get("TRIAGE_WORKERS", "1")),
             triage_max_files=int(e.get("TRIAGE_MAX_FILES", "20000")),
-            triage_max_mib=int(e.get("TRIAGE_MAX_MIB", "1024")),
+            triage_max_mib=int(e.get("TRIAGE_MAX_MIB", "512")),
             triage_budget_seconds=float(e.get("TRIAGE_BUDGET_SECONDS", "600")),
             report_link_expiry=int(e.get("REPORT_LINK_EXPIRY", "43200")),
             scratch_dir=e.get("SCRATCH_DIR") or None,

@@ -33,7 +33,7 @@ class TriageLimits:
     """The template's triage limits (TriageMaxFiles, TriageMaxMiB, TriageBudgetSeconds)."""
 
     max_files: int = 20_000
-    max_mib: int = 1024
+    max_mib: int = 512
     budget_seconds: float = 600.0
     head_bytes: int = 16 * 1024  # a tags-only read: SPDX tags and notices sit in a file's head
 
