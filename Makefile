@@ -64,6 +64,7 @@ bench: install cases
 SCALE_SIZES ?= 20000,40000,80000,160000
 bench-scale: install
 	$(BIN)/python bench/review_scale.py --sizes $(SCALE_SIZES) --out bench-out/scale
+	cd bench && PYTHONPATH=../shared ../$(BIN)/python report_scale.py --sizes $(SCALE_SIZES)
 
 bench-linux: install
 	@command -v hashdeep >/dev/null || apt-get install -y -qq hashdeep >/dev/null || true
