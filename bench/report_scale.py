@@ -14,8 +14,9 @@ import argparse
 import json
 import time
 
-from dropscan.reports import FORMATS, render
 from reports_80k import synthetic
+
+from dropscan.reports import FORMATS, render
 
 
 def main() -> None:
