@@ -7,7 +7,7 @@ CASES_DIR ?= $(CURDIR)/.cache/cases
 CASES_SRC ?= $(firstword $(wildcard $(CURDIR)/../shared/cases /work/shared/cases))
 DEMO_SDISTS := docutils==0.19 docutils==0.20.1 docutils==0.21.2 requests==2.31.0
 
-.PHONY: install demo test lint format cases browser bench bench-linux fuzz clean
+.PHONY: install demo test lint format cases browser bench bench-scale bench-linux fuzz clean
 
 install: $(STAMP)
 
@@ -57,6 +57,14 @@ bench: install cases
 	  --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz --out bench-out/busybox
 	$(BIN)/python bench/triage_bench.py --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz \
 	  --expected .cache/bench/busybox/expected.json --out bench-out/busybox
+	$(MAKE) bench-scale
+
+# A drop nothing upstream explains (issue 22): every file added, 20,000 to 160,000 of them, copies of one
+# file and distinct files; time and peak RSS per stage and per report format (bench-out/scale/).
+SCALE_SIZES ?= 20000,40000,80000,160000
+bench-scale: install
+	$(BIN)/python bench/review_scale.py --sizes $(SCALE_SIZES) --out bench-out/scale
+	cd bench && PYTHONPATH=../shared ../$(BIN)/python report_scale.py --sizes $(SCALE_SIZES)
 
 bench-linux: install
 	@command -v hashdeep >/dev/null || apt-get install -y -qq hashdeep >/dev/null || true

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only the unpack and ingest functions need libarchive loaded
     from dropscan.archive import Limits
+    from dropscan.audit.triage_plan import TriageLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,9 @@ class Settings:
     triage_queue_url: str = ""
     triage_detector: str = "auto"  # auto | scancode | tags
     triage_workers: int = 1  # processes for the review files; 0: one per CPU
+    triage_max_files: int = 20_000  # distinct review contents detected in full (TriageMaxFiles)
+    triage_max_mib: int = 512  # review content held for triage at once (TriageMaxMiB)
+    triage_budget_seconds: float = 600.0  # detection time before the rest is read for tags only
     report_link_expiry: int = 43200  # seconds; also bounded by the function role's session
     scratch_dir: str | None = None  # where triage spools the drop (Lambda: /tmp)
     chunk_size: int = 1000  # most files a chunk holds
@@ -67,6 +71,9 @@ class Settings:
             triage_queue_url=e.get("TRIAGE_QUEUE_URL", ""),
             triage_detector=e.get("TRIAGE_DETECTOR", "auto"),
             triage_workers=int(e.get("TRIAGE_WORKERS", "1")),
+            triage_max_files=int(e.get("TRIAGE_MAX_FILES", "20000")),
+            triage_max_mib=int(e.get("TRIAGE_MAX_MIB", "512")),
+            triage_budget_seconds=float(e.get("TRIAGE_BUDGET_SECONDS", "600")),
             report_link_expiry=int(e.get("REPORT_LINK_EXPIRY", "43200")),
             scratch_dir=e.get("SCRATCH_DIR") or None,
             idempotency_table=e["IDEMPOTENCY_TABLE"],
@@ -90,6 +97,16 @@ class Settings:
             upload_dlq_url=e.get("UPLOAD_DLQ_URL") or None,
             dynamodb_concurrency=int(e.get("DYNAMODB_CONCURRENCY", "4")),
             dynamodb_reads=e.get("DYNAMODB_READS", "threads"),
+        )
+
+    def triage_limits(self) -> TriageLimits:
+        """What one triage invocation reads in full, from the template parameters."""
+        from dropscan.audit.triage_plan import TriageLimits
+
+        return TriageLimits(
+            max_files=self.triage_max_files,
+            max_mib=self.triage_max_mib,
+            budget_seconds=self.triage_budget_seconds,
         )
 
     def walk_limits(self) -> Limits:

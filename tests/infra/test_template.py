@@ -210,3 +210,20 @@ def test_unpack_reserved_concurrency_is_set_only_when_asked_for(
         )
         lookup = es.stack.functions["LookupFunction"].name
         assert "ReservedConcurrentExecutions" not in lam.get_function_concurrency(FunctionName=lookup)
+
+
+def test_triage_limits_reach_the_triage_function_and_its_budget_ends_before_its_timeout(
+    resources: dict[str, Any], parameters: dict[str, Any]
+) -> None:
+    """One triage invocation is bounded by its limits (issue 22): every one is set on the function, and
+    detection stops with time left of the longest timeout for the reports and the manifest."""
+    merged = resources["TriageFunction"]["Properties"]["Environment"]["Variables"]
+    for var, param in (
+        ("TRIAGE_MAX_FILES", "TriageMaxFiles"),
+        ("TRIAGE_MAX_MIB", "TriageMaxMiB"),
+        ("TRIAGE_BUDGET_SECONDS", "TriageBudgetSeconds"),
+    ):
+        assert merged[var] == {"Ref": param}
+    assert int(parameters["TriageBudgetSeconds"]["MaxValue"]) < int(parameters["FunctionTimeout"]["MaxValue"])
+    # content held stays below the smallest memory the triage function may have, less ScanCode's index
+    assert int(parameters["TriageMaxMiB"]["Default"]) + 1400 < int(parameters["TriageMemorySize"]["MinValue"])

@@ -70,7 +70,12 @@ def _blocks(reader: Reader) -> Iterator[bytes]:
 
 
 def _take(
-    blocks: Iterator[bytes], size: int | None, wanted: Mapping[str, int], sizes: set[int], out: Extracted
+    blocks: Iterator[bytes],
+    size: int | None,
+    wanted: Mapping[str, int],
+    sizes: set[int],
+    out: Extracted,
+    caps: Mapping[str, int] | None = None,
 ) -> bytes | None:
     """Read one member; keep it if its digest is wanted; return its bytes if it may be an archive."""
     sha = hashlib.sha256()
@@ -96,13 +101,20 @@ def _take(
     digest = sha.hexdigest()
     out.sha1[digest] = sha1.hexdigest()
     if digest in wanted and digest not in out.content:
-        out.content[digest] = data[:CONTENT_LIMIT]
+        out.content[digest] = data[: (caps or {}).get(digest, CONTENT_LIMIT)]
         if wanted[digest] > CONTENT_LIMIT:
             out.truncated.add(digest)
     return data if keep_all else None
 
 
-def _walk(stream: Readable, seekable: bool, wanted: Mapping[str, int], depth: int, out: Extracted) -> None:
+def _walk(
+    stream: Readable,
+    seekable: bool,
+    wanted: Mapping[str, int],
+    depth: int,
+    out: Extracted,
+    caps: Mapping[str, int] | None = None,
+) -> None:
     """Read every file of the archive in ``stream``, and of archives nested in it ``depth`` levels deep.
 
     Not an archive, or broken part-way: what was read is kept (the walker's manifest says where it broke).
@@ -114,13 +126,18 @@ def _walk(stream: Readable, seekable: bool, wanted: Mapping[str, int], depth: in
     sizes = set(wanted.values())
     with reader, contextlib.suppress(Broken):
         for size, blocks in _entries(reader, entry):
-            nested = _take(blocks, size, wanted, sizes, out)
+            nested = _take(blocks, size, wanted, sizes, out, caps)
             if nested is not None and depth > 0:
-                _walk(io.BytesIO(nested), True, wanted, depth - 1, out)
+                _walk(io.BytesIO(nested), True, wanted, depth - 1, out, caps)
 
 
 def compressed_contents(
-    source: Source, codec: str, wanted: Mapping[str, int], *, max_depth: int = 8
+    source: Source,
+    codec: str,
+    wanted: Mapping[str, int],
+    *,
+    max_depth: int = 8,
+    caps: Mapping[str, int] | None = None,
 ) -> Extracted | None:
     """What :func:`contents_by_digest` reads, from a compressed archive ``source`` (``read`` only).
 
@@ -132,7 +149,7 @@ def compressed_contents(
     plain = plain_stream(source, codec)
     try:
         with contextlib.suppress(InflateError):  # what was read is kept, as contents_by_digest keeps it
-            _walk(plain, False, wanted, max_depth, out)
+            _walk(plain, False, wanted, max_depth, out, caps)
     finally:
         plain.close()
     return out if out.sha1 else None
@@ -146,7 +163,10 @@ class SourceFailed:
 
 
 def streamed_contents(
-    open_body: Callable[[], Source], codec: str, wanted: Mapping[str, int]
+    open_body: Callable[[], Source],
+    codec: str,
+    wanted: Mapping[str, int],
+    caps: Mapping[str, int] | None = None,
 ) -> Extracted | SourceFailed | None:
     """:func:`compressed_contents` of the body ``open_body`` opens: for a child forked to read the drop
     from S3 on a connection of its own while its parent goes on (loading the licence index holds the
@@ -159,7 +179,7 @@ def streamed_contents(
     except Exception as e:
         return SourceFailed(f"{type(e).__name__}: {e}")
     try:
-        got = compressed_contents(body, codec, wanted)
+        got = compressed_contents(body, codec, wanted, caps=caps)
     finally:
         body.close()
     if body.error is not None:
@@ -189,13 +209,16 @@ class _Watched:
             self._body.close()
 
 
-def contents_by_digest(path: str, wanted: Mapping[str, int], *, max_depth: int = 8) -> Extracted:
-    """The bytes of every file of the drop at ``path`` whose SHA-256 is in ``wanted`` (sha -> size)."""
+def contents_by_digest(
+    path: str, wanted: Mapping[str, int], *, max_depth: int = 8, caps: Mapping[str, int] | None = None
+) -> Extracted:
+    """The bytes of every file of the drop at ``path`` whose SHA-256 is in ``wanted`` (sha -> size),
+    at most CONTENT_LIMIT of each, or what ``caps`` allows it (sha -> bytes)."""
     out = Extracted()
     with open(path, "rb") as stream:
-        _walk(stream, True, wanted, max_depth, out)
+        _walk(stream, True, wanted, max_depth, out, caps)
     if not out.sha1:
         size = os.path.getsize(path)
         with open(path, "rb") as f:  # a non-archive upload is one file: itself
-            _take(iter(lambda: f.read(1 << 20), b""), size, wanted, {size}, out)
+            _take(iter(lambda: f.read(1 << 20), b""), size, wanted, {size}, out, caps)
     return out

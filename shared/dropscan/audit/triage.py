@@ -7,12 +7,13 @@ import re
 import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from license_expression import AND, OR, BaseSymbol, ExpressionError, LicenseWithExceptionSymbol
 
-from dropscan.audit.licenses import RESTRICTED_CATEGORIES, Detector, LicenseFinding, spdx_licensing
+from dropscan.audit.licenses import RESTRICTED_CATEGORIES, Detector, LicenseFinding, spdx_licensing, spdx_tags
+from dropscan.audit.triage_plan import FULL, NOT_READ, TAGS_ONLY, Plan, TriageLimits, plan
 from dropscan.forked import Forked
 from dropscan.models import PREBUILT_KINDS
 
@@ -422,9 +423,19 @@ class TriageReport:
     flags: list[Flag] = field(default_factory=list)
     error: str | None = None
     workers: int = 1
+    distinct: int = 0  # distinct contents of the review set
+    limited: dict[str, str] = field(default_factory=dict)  # path -> TAGS_ONLY | NOT_READ, past a limit
+    limit_reasons: list[str] = field(default_factory=list)
 
     def stats(self) -> dict[str, Any]:
-        extra = {"error": self.error} if self.error else {}
+        extra: dict[str, Any] = {"error": self.error} if self.error else {}
+        if self.limited:
+            modes = list(self.limited.values())
+            extra["limited"] = {
+                "tags_only": modes.count(TAGS_ONLY),
+                "not_read": modes.count(NOT_READ),
+                "reasons": self.limit_reasons,
+            }
         return extra | {
             "detector": self.detector,
             "files": self.files,
@@ -433,6 +444,7 @@ class TriageReport:
             "truncated": self.truncated,
             "seconds": round(self.seconds, 3),
             "workers": self.workers,
+            "distinct": self.distinct,
         }
 
 
@@ -446,6 +458,23 @@ def wanted_digests(manifest: Mapping[str, Any]) -> dict[str, int]:
     return {f["sha256"]: int(f["size"]) for f in chosen}
 
 
+def read_plan(manifest: Mapping[str, Any], limits: TriageLimits | None = None) -> Plan:
+    """What triage reads of ``manifest``'s drop under ``limits`` (dropscan.audit.triage_plan)."""
+    licence = [f for fs in license_files(manifest["files"]).values() for f in fs]
+    return plan(review_files(manifest), licence, limits or TriageLimits())
+
+
+@dataclass(frozen=True, slots=True)
+class ContentTriage:
+    """What one distinct content says, wherever it lies: licences and restriction terms (paths left
+    empty), how deeply it was read, and its head (for the binary flags, which name the file)."""
+
+    mode: str
+    licenses: list[LicenseFinding]
+    terms: list[Flag]
+    head: bytes
+
+
 def triage_manifest(
     manifest: Mapping[str, Any],
     content: Mapping[str, bytes],
@@ -453,14 +482,55 @@ def triage_manifest(
     detector: Detector,
     truncated: Iterable[str] = (),
     workers: int = 1,
+    limits: TriageLimits | None = None,
+    read: Plan | None = None,
 ) -> TriageReport:
     """Licences of the components and of each review file, and the red flags, from the files' bytes.
 
-    ``workers`` > 1 shares the review files among that many processes forked after the detector's
-    index is loaded (the component licences are detected first), so they share it copy-on-write.
+    Detection runs once per distinct content (a drop of 120,000 copies of one file detects one), within
+    ``limits`` (``read``: the plan the content was read by). ``workers`` > 1 shares the contents among
+    that many processes forked after the detector's index is loaded (the component licences are detected
+    first), so they share it copy-on-write.
     """
     started = time.perf_counter()
+    limits = limits or TriageLimits()
+    read = read or read_plan(manifest, limits)
     report = TriageReport(detector=detector.name, truncated=len(set(truncated)))
+    _component_licences(report, manifest, content, detector)
+    review = review_files(manifest)
+    kinds: dict[str, str] = {}
+    for f in review:
+        kinds.setdefault(f["sha256"], f["kind"])
+    jobs = [
+        (digest, read.modes.get(digest, FULL), kind)
+        for digest, kind in kinds.items()
+        if digest in content and read.modes.get(digest, FULL) != NOT_READ
+    ]
+    report.distinct = len(kinds)
+    report.workers = max(1, min(workers, len(jobs) // MIN_FILES_PER_WORKER))
+    deadline = time.monotonic() + limits.budget_seconds
+    done = _triage_all(jobs, content, detector, deadline, report.workers)
+    results = dict(zip((digest for digest, _, _ in jobs), done, strict=True))
+    files = _FileFlags(report, content, (manifest.get("source", {}).get("metadata") or {}).get("arch"))
+    for f in review:
+        report.files += 1
+        result = results.get(f["sha256"])
+        if result is not None:
+            files.add(f, result)
+        elif read.modes.get(f["sha256"]) == NOT_READ:
+            report.limited[f["path"]] = NOT_READ
+        else:
+            report.not_found += 1
+    if report.limited:
+        late = sum(1 for d, mode, _ in jobs if mode == FULL and results[d].mode != FULL)
+        report.limit_reasons = _limit_reasons(read, late, limits)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _component_licences(
+    report: TriageReport, manifest: Mapping[str, Any], content: Mapping[str, bytes], detector: Detector
+) -> None:
     for prefix, files in license_files(manifest["files"]).items():
         for f in files:
             data = content.get(f["sha256"])
@@ -471,59 +541,100 @@ def triage_manifest(
             if expression:
                 report.component_licenses[prefix] = {"license": expression, "license_file": f["path"]}
                 break
-    declared = (manifest.get("source", {}).get("metadata") or {}).get("arch")
-    jobs: list[tuple[Mapping[str, Any], str | None]] = []
-    for f in review_files(manifest):
-        data = content.get(f["sha256"])
-        report.files += 1
-        if data is None:
-            report.not_found += 1
-            continue
-        report.bytes += len(data)
-        jobs.append((f, report.component_licenses.get(f.get("component", ""), {}).get("license")))
-    report.workers = max(1, min(workers, len(jobs) // MIN_FILES_PER_WORKER))
-    for (f, _), result in zip(
-        jobs, _triage_all(jobs, content, detector, declared, report.workers), strict=True
-    ):
+
+
+class _FileFlags:
+    """Each review file's licences and flags from its content's triage: the licence flags once per
+    content, component licence and class (parsing expressions is most of their cost), then re-pathed."""
+
+    def __init__(self, report: TriageReport, content: Mapping[str, bytes], declared: str | None) -> None:
+        self.report, self.content, self.declared = report, content, declared
+        self.licence_flags: dict[tuple[str, str | None, str], list[Flag]] = {}
+        self.licence_json: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, f: Mapping[str, Any], result: ContentTriage) -> None:
+        report, digest, path, component = self.report, f["sha256"], f["path"], f.get("component", "")
+        report.bytes += len(self.content[digest])
+        if result.mode != FULL:
+            report.limited[path] = result.mode
         if result.licenses:
-            report.licenses[f["path"]] = [x.to_json() for x in result.licenses]
-        report.flags += result.flags
-    report.seconds = time.perf_counter() - started
-    return report
+            if digest not in self.licence_json:
+                self.licence_json[digest] = [x.to_json() for x in result.licenses]
+            report.licenses[path] = self.licence_json[digest]
+        report.flags += binary_flags(path, component, f["kind"], result.head)
+        if f["kind"] != "text":
+            return
+        report.flags += [replace(x, path=path, component=component) for x in result.terms]
+        comp = report.component_licenses.get(component, {}).get("license")
+        key = (digest, comp, f["class"])
+        if key not in self.licence_flags:
+            self.licence_flags[key] = licence_flags(f, comp, result.licenses)
+        report.flags += [replace(x, path=path, component=component) for x in self.licence_flags[key]]
+        if self.declared and is_config(path):
+            report.flags += arch_flags(path, component, decode(self.content[digest]), self.declared)
 
 
-#: fewer files than this per worker are not worth a fork
+def _limit_reasons(read: Plan, late: int, limits: TriageLimits) -> list[str]:
+    reasons = list(read.reasons)
+    if late:
+        reasons.append(
+            f"detection ran past TriageBudgetSeconds ({limits.budget_seconds:g} s): {late:,} distinct "
+            "contents still waiting were read for licence tags and restriction terms only"
+        )
+    return reasons
+
+
+#: fewer contents than this per worker are not worth a fork
 MIN_FILES_PER_WORKER = 50
 
-_Job = tuple[Mapping[str, Any], str | None]
+_Job = tuple[str, str, str]  # digest, mode, kind
+
+
+def _triage_content(
+    digest: str, mode: str, kind: str, data: bytes, detector: Detector, deadline: float
+) -> ContentTriage:
+    head = data[:64]
+    if kind != "text":
+        return ContentTriage(mode, [], [], head)
+    if mode == FULL and time.monotonic() > deadline:
+        mode = TAGS_ONLY
+    text = decode(data)
+    found = detector.detect(text) if mode == FULL else spdx_tags(text)
+    return ContentTriage(mode, found, term_flags("", "", text, found), head)
 
 
 def _triage_some(
-    jobs: list[_Job], content: Mapping[str, bytes], detector: Detector, declared: str | None
-) -> list[FileTriage]:
-    return [
-        triage_file(
-            f, content[f["sha256"]], detector=detector, component_license=comp, declared_arch=declared
-        )
-        for f, comp in jobs
-    ]
+    jobs: list[_Job], content: Mapping[str, bytes], detector: Detector, deadline: float
+) -> list[ContentTriage]:
+    return [_triage_content(d, mode, kind, content[d], detector, deadline) for d, mode, kind in jobs]
 
 
 def _triage_all(
-    jobs: list[_Job], content: Mapping[str, bytes], detector: Detector, declared: str | None, workers: int
-) -> list[FileTriage]:
-    """triage_file of every job, in order, on ``workers`` processes."""
+    jobs: list[_Job], content: Mapping[str, bytes], detector: Detector, deadline: float, workers: int
+) -> list[ContentTriage]:
+    """_triage_content of every job, in order, on ``workers`` processes."""
     if workers <= 1:
-        return _triage_some(jobs, content, detector, declared)
+        return _triage_some(jobs, content, detector, deadline)
     # interleaved shares, so that each worker gets big and small files alike
     shares = [jobs[i::workers] for i in range(workers)]
-    children = [Forked(_triage_some, share, content, detector, declared) for share in shares[1:]]
-    results = [_triage_some(shares[0], content, detector, declared)]
+    children = [Forked(_triage_some, share, content, detector, deadline) for share in shares[1:]]
+    results = [_triage_some(shares[0], content, detector, deadline)]
     results += [child.result() for child in children]  # ForkedError: the triage records it
-    ordered: list[FileTriage] = [FileTriage()] * len(jobs)
+    ordered: list[ContentTriage] = [ContentTriage(FULL, [], [], b"")] * len(jobs)
     for i, done in enumerate(results):
         ordered[i::workers] = done
     return ordered
+
+
+def review_limit_flag(report: TriageReport) -> Flag:
+    """One flag for the whole drop (path ""): its review set was more than one triage reads in full."""
+    modes = list(report.limited.values())
+    counts = [f"{modes.count(TAGS_ONLY):,} read for tags only", f"{modes.count(NOT_READ):,} not read"]
+    detail = (
+        f"{len(modes):,} of {report.files:,} review files were not examined in full ({', '.join(counts)}; "
+        "files[].triage in the manifest names them): their licences and red flags may be incomplete"
+    )
+    return Flag("review-limit", REVIEW, "", None, "; ".join(report.limit_reasons), "", detail)
 
 
 def apply(manifest: dict[str, Any], report: TriageReport) -> dict[str, Any]:
@@ -533,12 +644,16 @@ def apply(manifest: dict[str, Any], report: TriageReport) -> dict[str, Any]:
     for f in manifest["files"]:
         if f["path"] in report.licenses:
             f["licenses"] = report.licenses[f["path"]]
+        if f["path"] in report.limited:
+            f["triage"] = report.limited[f["path"]]
     for c in manifest["components"]:
         found = report.component_licenses.get(c["prefix"])
         c["license"] = found["license"] if found else None
         if found:
             c["license_file"] = found["license_file"]
     order = {s: i for i, s in enumerate(SEVERITIES)}
+    if report.limited:
+        report.flags.append(review_limit_flag(report))
     flags = sorted(report.flags, key=lambda x: (order[x.severity], x.path, x.line or 0, x.kind))
     manifest["flags"] = [x.to_json() for x in flags]
     manifest["summary"]["flags"] = severity_counts(manifest["flags"])

@@ -43,6 +43,8 @@ SET_ASIDE = ("identical", "vcs-keywords", "whitespace", "empty")
 #: rows per component's review list; a component with more is cut with a note (the manifest has them all)
 REVIEW_ROWS = 5_000
 FLAG_ROWS = 5_000
+#: past those, a list is shown grouped (by folder, by distinct content, by kind of flag), then this many rows
+GROUP_ROWS = 200
 
 CSS = """
 :root { --ink: #212121; --muted: #616161; --rule: #e0e0e0; }
@@ -170,6 +172,7 @@ def _header(m: Mapping[str, Any]) -> str:
             '<div class="tiles">' + "".join(f'<div class="tile"><b>{n}</b>{e(t)}</div>' for n, t in tiles),
             "</div>",
             _bar({c: int(classes.get(c, 0)) for c in view.CLASSES}) if total else "",
+            *([f'<p class="limit"><strong>{e(note)}</strong></p>'] if (note := view.limit_note(m)) else []),
             "</header>",
         ]
     )
@@ -237,11 +240,28 @@ def _method(m: Mapping[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------ flags
+def _flag_groups(found: Sequence[Mapping[str, Any]]) -> str:
+    head = '<tr><th>Severity</th><th>Kind</th><th class="num">Files</th><th>For example</th>'
+    head += "<th>What it means</th></tr>"
+    rows = [f'<table class="flag-groups">{head}']
+    for (severity, kind, detail), n, first in view.group_flags(found)[:GROUP_ROWS]:
+        rows.append(
+            f'<tr><td class="sev">{severity_badge(severity)}</td><td>{e(kind)}</td><td class="num">{n:,}</td>'
+            f'<td class="path">{path(view.flag_location(first))}</td><td>{e(detail)}</td></tr>'
+        )
+    rows.append("</table>")
+    return "\n".join(rows)
+
+
 def _flag_table(found: Sequence[Mapping[str, Any]]) -> str:
     head = '<tr><th>Severity</th><th>Kind</th><th>File</th><th class="num">Line</th><th>Evidence</th>'
     head += "<th>What it means</th></tr>"
     rows = [f'<table class="flags">{head}']
-    for f in found[:FLAG_ROWS]:
+    limit = FLAG_ROWS
+    if len(found) > FLAG_ROWS:  # beyond reading: by kind, then the first few
+        rows.insert(0, _flag_groups(found) + f"<p>The first {GROUP_ROWS:,} of {len(found):,}:</p>")
+        limit = GROUP_ROWS
+    for f in found[:limit]:
         rows.append(
             f'<tr class="flag {e(f.get("severity"))}">'
             f'<td class="sev">{severity_badge(f.get("severity"))}</td>'
@@ -251,8 +271,8 @@ def _flag_table(found: Sequence[Mapping[str, Any]]) -> str:
             f"<td>{e(f.get('detail') or '')}</td></tr>"
         )
     rows.append("</table>")
-    if len(found) > FLAG_ROWS:
-        rows.append(f"<p>… and {len(found) - FLAG_ROWS:,} more red flags: see manifest.json.</p>")
+    if len(found) > limit:
+        rows.append(f"<p>… and {len(found) - limit:,} more red flags: see manifest.json.</p>")
     return "\n".join(rows)
 
 
@@ -303,11 +323,42 @@ def _findings(f: Mapping[str, Any]) -> str:
     return "".join(items)
 
 
-def _review_table(files: Sequence[Mapping[str, Any]], flagged: Mapping[str, list[str]], triaged: bool) -> str:
+def _review_groups(files: Sequence[Mapping[str, Any]]) -> str:
+    """A review set beyond reading: its folders and its distinct contents, largest first."""
+    out = []
+    for title, groups, first in (
+        ("by folder", view.by_folder(files), "Folder"),
+        ("by distinct content", view.by_content(files), "Content (SHA-256), e.g."),
+    ):
+        out.append(f"<h3>Files to review {title} ({len(groups):,})</h3>")
+        out.append(
+            f'<table class="groups"><tr><th>{e(first)}</th><th class="num">Files</th><th>Classes</th>'
+            "<th>Licence statements found (files)</th></tr>"
+        )
+        for g in groups[:GROUP_ROWS]:
+            name = path(g.key) if title == "by folder" else f"<code>{e(g.key[:16])}…</code> {path(g.example)}"
+            classes = ", ".join(f"{n:,} {c}" for c, n in sorted(g.classes.items()))
+            stated = ", ".join(f"{x} ({n:,})" for x, n in g.licences.items()) or "none"
+            out.append(
+                f'<tr><td class="path">{name}</td><td class="num">{g.files:,}</td><td>{e(classes)}</td>'
+                f"<td>{e(stated)}</td></tr>"
+            )
+        out.append("</table>")
+        if len(groups) > GROUP_ROWS:
+            out.append(f"<p>… and {len(groups) - GROUP_ROWS:,} more: see manifest.json.</p>")
+    return "\n".join(out)
+
+
+def _review_table(
+    files: Sequence[Mapping[str, Any]],
+    flagged: Mapping[str, list[str]],
+    triaged: bool,
+    limit: int = REVIEW_ROWS,
+) -> str:
     head = '<tr><th>File</th><th>Class</th><th>Kind</th><th class="num">Size</th>'
     head += "<th>Licence statements found</th><th>Red flags</th></tr>" if triaged else "</tr>"
     rows = [f'<table class="review">{head}']
-    for f in files[:REVIEW_ROWS]:
+    for f in files[:limit]:
         colour = CLASS_COLOURS.get(f["class"], "#757575")
         cells = (
             f'<td class="path">{path(f["path"])}</td>'
@@ -320,8 +371,8 @@ def _review_table(files: Sequence[Mapping[str, Any]], flagged: Mapping[str, list
             cells += f"<td>{found}</td><td>{e(', '.join(flagged.get(f['path'], [])))}</td>"
         rows.append(f"<tr>{cells}</tr>")
     rows.append("</table>")
-    if len(files) > REVIEW_ROWS:
-        rows.append(f"<p>… and {len(files) - REVIEW_ROWS:,} more files to review: see manifest.json.</p>")
+    if len(files) > limit:
+        rows.append(f"<p>… and {len(files) - limit:,} more files to review: see manifest.json.</p>")
     return "\n".join(rows)
 
 
@@ -353,10 +404,14 @@ def _component(m: Mapping[str, Any], v: ComponentView) -> str:
     for f in v.flags:
         flagged.setdefault(str(f.get("path")), []).append(str(f.get("kind")))
     if v.review:
+        limit = REVIEW_ROWS
+        if len(v.review) > REVIEW_ROWS:  # beyond reading: grouped, then the first files
+            out.append(_review_groups(v.review))
+            limit = GROUP_ROWS
         out.append(f"<h3>Files to review ({len(v.review):,})</h3>")
         # flagged files first: they are what the reader acts on
         ordered = sorted(v.review, key=lambda f: (f["path"] not in flagged, f["path"]))
-        out.append(_review_table(ordered, flagged, triaged))
+        out.append(_review_table(ordered, flagged, triaged, limit))
     else:
         out.append("<p>Nothing to review in this component.</p>")
     missing = c.get("missing") or []

@@ -27,8 +27,6 @@ from spdx_tools.spdx.jsonschema import converter as _json_converter
 from spdx_tools.spdx.jsonschema.annotation_converter import AnnotationConverter
 from spdx_tools.spdx.jsonschema.document_converter import DocumentConverter
 from spdx_tools.spdx.jsonschema.document_properties import DocumentProperty
-from spdx_tools.spdx.jsonschema.file_converter import FileConverter
-from spdx_tools.spdx.jsonschema.relationship_converter import RelationshipConverter
 from spdx_tools.spdx.model.actor import Actor, ActorType
 from spdx_tools.spdx.model.annotation import Annotation, AnnotationType
 from spdx_tools.spdx.model.checksum import Checksum, ChecksumAlgorithm
@@ -166,20 +164,42 @@ _Elements: TypeAlias = tuple[str, list[tuple[str, str]]]
 def _elements(
     layout: _Layout, entries: Sequence[_Entry], annotations: Mapping[str, list[Annotation]]
 ) -> _Elements:
-    files = [_file(e) for e in entries]
-    file_converter, relationship_converter = FileConverter(), RelationshipConverter()  # type: ignore[no-untyped-call]
+    """The File elements and CONTAINS relationships of ``entries`` as spdx-tools' converters write them,
+    made as dicts here: the converters cost 0.3 ms an element (property by property, with type checks),
+    40 s for 120,000 files; the tests check the document is the same, byte for byte."""
     annotation_converter = AnnotationConverter()  # type: ignore[no-untyped-call]
     made = []
-    for f in files:
-        element = file_converter.convert(f, layout.document)
-        if f.spdx_id in annotations:
-            element["annotations"] = [annotation_converter.convert(a) for a in annotations[f.spdx_id]]
+    for e in entries:
+        element = _file_json(e)
+        if e.spdx_id in annotations:
+            element["annotations"] = [annotation_converter.convert(a) for a in annotations[e.spdx_id]]
         made.append(element)
     related = []
     for package, group in itertools.groupby(entries, key=lambda e: e.package):
-        rels = [Relationship(package, RelationshipType.CONTAINS, e.spdx_id) for e in group]
-        related.append((package, _dumps([relationship_converter.convert(r) for r in rels])[1:-1]))
+        rels = [
+            {"spdxElementId": package, "relatedSpdxElement": e.spdx_id, "relationshipType": "CONTAINS"}
+            for e in group
+        ]
+        related.append((package, _dumps(rels)[1:-1]))
     return _dumps(made)[1:-1], related
+
+
+def _file_json(e: _Entry) -> dict[str, Any]:
+    """``FileConverter().convert(_file(e))``: the same keys in the same order, None left out."""
+    f = e.file
+    out: dict[str, Any] = {
+        "SPDXID": e.spdx_id,
+        "checksums": [
+            {"algorithm": "SHA1", "checksumValue": str(f["sha1"])},
+            {"algorithm": "SHA256", "checksumValue": str(f["sha256"])},
+        ],
+        "comment": _file_comment(f),
+        "fileName": f"./{f['path']}",
+        "fileTypes": [t.name for t in file_types(f)],
+    }
+    if e.licences:
+        out["licenseInfoInFiles"] = [str(x) for x in e.licences]
+    return out
 
 
 def _attach(out: dict[str, Any], annotations: Sequence[Annotation]) -> None:
@@ -513,23 +533,27 @@ def _file_licences(f: Mapping[str, Any], licences: Licences, triaged: bool) -> l
     return in_file
 
 
-def _file(e: _Entry) -> File:
-    f = e.file
-    checksums = [
-        Checksum(ChecksumAlgorithm.SHA1, str(f["sha1"])),
-        Checksum(ChecksumAlgorithm.SHA256, str(f["sha256"])),
-    ]
+def _file_comment(f: Mapping[str, Any]) -> str:
     comment = f"class {f['class']}"
     ups = f.get("upstream") or []
     if ups:
         comment += "; upstream " + ", ".join(f"{u['package']} {'–'.join(u['versions'])}" for u in ups)
     if f.get("unreadable"):
         comment += f"; unreadable: {f['unreadable']}"
+    return comment
+
+
+def _file(e: _Entry) -> File:
+    f = e.file
+    checksums = [
+        Checksum(ChecksumAlgorithm.SHA1, str(f["sha1"])),
+        Checksum(ChecksumAlgorithm.SHA256, str(f["sha256"])),
+    ]
     return File(
         name=f"./{f['path']}",
         spdx_id=e.spdx_id,
         checksums=checksums,
         file_types=file_types(f),
         license_info_in_file=e.licences,
-        comment=comment,
+        comment=_file_comment(f),
     )

@@ -86,6 +86,9 @@ def body(
         "  " + ", ".join(f"{n:,} {c}" for c, n in s["classes"].items() if n),
         "",
     ]
+    note = view.limit_note(manifest)
+    if note:
+        lines += [note, ""]
     if manifest["components"]:
         lines.append("Components:")
         lines += [f"  {component_line(c)}" for c in manifest["components"]]
@@ -109,10 +112,14 @@ def body(
         # files with red flags first: with a long review set they are what the reader must not miss
         rank = {f.get("path"): view.severity_rank(f.get("severity")) for f in reversed(view.flags(manifest))}
         review.sort(key=lambda f: (rank.get(f["path"], len(view.SEVERITIES)), f["path"]))
+        shown = review_limit
+        if len(review) > view.GROUP_ABOVE:  # beyond reading: its folders and contents, then a few files
+            lines += _group_lines(review)
+            shown = GROUP_LINES
         lines.append("Review set" + (" (files with red flags first):" if rank else ":"))
-        lines += [_review_line(f) for f in review[:review_limit]]
-        if len(review) > review_limit:
-            lines.append(f"  … and {len(review) - review_limit:,} more (see the manifest)")
+        lines += [_review_line(f) for f in review[:shown]]
+        if len(review) > shown:
+            lines.append(f"  … and {len(review) - shown:,} more (see the manifest)")
         lines.append("")
     unreadable = [f for f in manifest["files"] if f.get("unreadable")]
     if unreadable:
@@ -131,6 +138,15 @@ def _flag_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
         return ["Red flags: none.", ""]
     counts = view.flag_counts(manifest)
     lines = [f"Red flags ({counts['action-required']:,} action required, {counts['review']:,} to review):"]
+    if len(found) > view.GROUP_ABOVE:  # more than anyone reads one by one: by kind first, then a few
+        for (severity, kind, detail), n, first in view.group_flags(found)[:GROUP_LINES]:
+            label = "ACTION" if severity == "action-required" else "review"
+            where = view.flag_location(first)
+            lines.append(f"  {label:<6} {kind:<20} {n:>7,} file{'s' if n != 1 else ' '}  e.g. {where}")
+            if detail:
+                lines.append(f"         {_one_line(detail)}")
+        limit = GROUP_LINES // 2
+        lines += ["", f"The first {limit} of them:"]
     for f in found[:limit]:
         label = "ACTION" if f.get("severity") == "action-required" else "review"
         lines.append(f"  {label:<6} {f.get('kind', ''):<20} {view.flag_location(f)}")
@@ -141,6 +157,29 @@ def _flag_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
     if len(found) > limit:
         lines.append(f"  … and {len(found) - limit:,} more (see the manifest)")
     return [*lines, ""]
+
+
+#: groups listed in a grouped summary
+GROUP_LINES = 20
+
+
+def _group_lines(review: list[Mapping[str, Any]]) -> list[str]:
+    """A review set beyond reading, grouped: its folders and its distinct contents, largest first."""
+    lines: list[str] = []
+    for title, groups, unit in (
+        ("folder", view.by_folder(review), "folders"),
+        ("distinct content", view.by_content(review), "contents"),
+    ):
+        within = f"{len(review):,} files in " if title == "folder" else ""
+        lines.append(f"Review set by {title} ({within}{len(groups):,} {unit}):")
+        for g in groups[:GROUP_LINES]:
+            stated = "; ".join(list(g.licences)[:3]) or "no licence statement"
+            name = g.key if title == "folder" else f"{g.key[:12]}… e.g. {g.example}"
+            lines.append(f"  {g.files:>7,} files  {name}  [{stated}]")
+        if len(groups) > GROUP_LINES:
+            lines.append(f"  … and {len(groups) - GROUP_LINES:,} more {unit} (see the manifest)")
+        lines.append("")
+    return lines
 
 
 def _licence_lines(review: list[Mapping[str, Any]]) -> list[str]:

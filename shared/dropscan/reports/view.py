@@ -74,7 +74,8 @@ def finding_label(lic: Mapping[str, Any]) -> str:
 
 
 def flag_location(f: Mapping[str, Any]) -> str:
-    return f"{f['path']}:{f['line']}" if f.get("line") else str(f.get("path") or "")
+    """``path:line``; a flag about the whole drop (``review-limit``) has no path."""
+    return f"{f['path']}:{f['line']}" if f.get("line") else str(f.get("path") or "") or "(whole drop)"
 
 
 @dataclass
@@ -176,3 +177,76 @@ def low_trust_packages(manifest: Manifest) -> list[str]:
         for u in f.get("upstream") or []
     }
     return sorted(names)
+
+
+#: a review set larger than this is also shown grouped (by folder, by distinct content) in the summary
+GROUP_ABOVE = 1_000
+
+
+@dataclass
+class Group:
+    """Review files sharing a folder or a content: how many, one of them, and what they state."""
+
+    key: str
+    files: int = 0
+    example: str = ""
+    classes: dict[str, int] = field(default_factory=dict)
+    licences: dict[str, int] = field(default_factory=dict)
+
+
+def _grouped(files: Sequence[Mapping[str, Any]], key_of: Any) -> list[Group]:
+    groups: dict[str, Group] = {}
+    for f in files:
+        key = key_of(f)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = Group(key, example=str(f["path"]))
+        g.files += 1
+        g.classes[f["class"]] = g.classes.get(f["class"], 0) + 1
+        for expr in dict.fromkeys(lic["expression"] for lic in licence_findings(f)):
+            g.licences[expr] = g.licences.get(expr, 0) + 1
+    return sorted(groups.values(), key=lambda g: (-g.files, g.key))
+
+
+def by_folder(files: Sequence[Mapping[str, Any]]) -> list[Group]:
+    """The review files grouped by the folder they lie in, most files first."""
+    return _grouped(files, lambda f: folder(str(f["path"])))
+
+
+def folder(path: str) -> str:
+    return path.rpartition("/")[0] + "/" if "/" in path else "(top level)"
+
+
+def by_content(files: Sequence[Mapping[str, Any]]) -> list[Group]:
+    """The review files grouped by SHA-256 (copies of one file), most copies first."""
+    return _grouped(files, lambda f: str(f["sha256"]))
+
+
+def group_flags(
+    found: Sequence[Mapping[str, Any]],
+) -> list[tuple[tuple[str, str, str], int, Mapping[str, Any]]]:
+    """Red flags grouped by (severity, kind, detail): the count and the first of each, most severe first."""
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for f in found:
+        key = (str(f.get("severity")), str(f.get("kind")), str(f.get("detail") or ""))
+        if key in groups:
+            groups[key][0] += 1
+        else:
+            groups[key] = [1, f]
+    return sorted(
+        ((k, n, f) for k, (n, f) in groups.items()), key=lambda g: (severity_rank(g[0][0]), -g[1], g[0])
+    )
+
+
+def limit_note(manifest: Manifest) -> str | None:
+    """One sentence when triage stopped at its limits (``triage.limited``): how many files, and why."""
+    triage = manifest.get("triage")
+    limited = triage.get("limited") if isinstance(triage, Mapping) else None
+    if not isinstance(limited, Mapping):
+        return None
+    tags, unread = int(limited.get("tags_only") or 0), int(limited.get("not_read") or 0)
+    reasons = "; ".join(str(r) for r in limited.get("reasons") or [])
+    return (
+        f"Review set beyond the triage limits: {tags:,} files read for licence tags and restriction terms "
+        f"only, {unread:,} not read (files[].triage in the manifest names them). {reasons}."
+    )

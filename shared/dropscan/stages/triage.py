@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import IO, Any
 
 from aws_lambda_powertools import Logger
@@ -68,21 +69,30 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
     """
     with tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".drop") as spool:
         extracted = Extracted()
-        wanted = triage.wanted_digests(manifest)
+        limits = svc.settings.triage_limits()
+        read = triage.read_plan(manifest, limits)  # what one invocation reads, and how much of each file
+        wanted, caps = read.wanted, read.caps
         try:
-            streamed = _stream_again(svc, manifest, wanted) if workers > 1 else None
-            with streamed or _read_again(svc, manifest, spool, wanted, beside=workers > 1) as reading:
+            streamed = _stream_again(svc, manifest, wanted, caps) if workers > 1 else None
+            reread = streamed or _read_again(svc, manifest, spool, wanted, caps, beside=workers > 1)
+            with reread as reading:
                 # the licence index loads while the drop is read again
                 detector = licenses.detector(svc.settings.triage_detector)
                 got = reading.result()
             if isinstance(got, SourceFailed):
                 raise DropReadError(got.message)
             if got is None:  # not an archive that reads as a stream: from a copy on disk
-                with _read_again(svc, manifest, spool, wanted, beside=False) as reading:
+                with _read_again(svc, manifest, spool, wanted, caps, beside=False) as reading:
                     got = reading.result()
             extracted = got or extracted
             found = triage.triage_manifest(
-                manifest, extracted.content, detector=detector, truncated=extracted.truncated, workers=workers
+                manifest,
+                extracted.content,
+                detector=detector,
+                truncated=extracted.truncated,
+                workers=workers,
+                limits=limits,
+                read=read,
             )
         except (DropReadError, *AWS_ERRORS):
             raise
@@ -104,18 +114,24 @@ def _drop(manifest: Mapping[str, Any]) -> tuple[str, str, str | None]:
 
 
 def _read_again(
-    svc: Services, manifest: Mapping[str, Any], spool: IO[bytes], wanted: Mapping[str, int], *, beside: bool
+    svc: Services,
+    manifest: Mapping[str, Any],
+    spool: IO[bytes],
+    wanted: Mapping[str, int],
+    caps: Mapping[str, int],
+    *,
+    beside: bool,
 ) -> Forked[Extracted | None] | Done[Extracted | None]:
-    """The bytes of the review set (and licence files) out of a copy of the drop on disk: in a forked
-    child if ``beside``."""
+    """The bytes of the review set (and licence files) out of a copy of the drop on disk, at most
+    ``caps`` of each: in a forked child if ``beside``."""
     svc.objects.download(*_drop(manifest), spool)
     if beside:
-        return Forked(contents_by_digest, spool.name, wanted)
-    return Done(contents_by_digest(spool.name, wanted))
+        return Forked(partial(contents_by_digest, caps=caps), spool.name, wanted)
+    return Done(contents_by_digest(spool.name, wanted, caps=caps))
 
 
 def _stream_again(
-    svc: Services, manifest: Mapping[str, Any], wanted: Mapping[str, int]
+    svc: Services, manifest: Mapping[str, Any], wanted: Mapping[str, int], caps: Mapping[str, int]
 ) -> Forked[Extracted | SourceFailed | None] | None:
     """The same, for a compressed drop, as it streams from S3: no copy on disk, no wait for one.
 
@@ -126,4 +142,4 @@ def _stream_again(
     codec = compressor_of(svc.objects.read_head(*_drop(manifest), MAGIC_SPAN))
     if codec not in CODECS:
         return None
-    return Forked(streamed_contents, svc.objects.opener(*_drop(manifest)), codec, wanted)
+    return Forked(streamed_contents, svc.objects.opener(*_drop(manifest)), codec, wanted, caps)

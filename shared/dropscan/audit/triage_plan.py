@@ -1,0 +1,100 @@
+"""What triage reads of a review set, and how far it looks at each content: the limits of one invocation.
+
+A drop nothing upstream explains makes its whole tree the review set (issue 22: 120,000 files). Triage
+works once per distinct content, and within the template's limits:
+
+- ``TriageMaxFiles``: the distinct contents detected in full (ScanCode, about 30 ms each on a kernel's
+  review files); those past it are read for SPDX tags and the restriction terms only, in their first
+  ``head_bytes``;
+- ``TriageMaxMiB``: the bytes of content held for triage at once (every read file's bytes are kept until
+  detection); contents that no longer fit are not read at all;
+- ``TriageBudgetSeconds``: detection time; contents still waiting for a full detection when it runs out
+  are read for tags only.
+
+Each file past a limit says so (``files[].triage``), ``triage.limited`` counts them, and one
+``review-limit`` flag tells the reader the review set was larger than one invocation reads in full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dropscan.archive.extract import CONTENT_LIMIT
+
+FULL = "full"
+TAGS_ONLY = "tags-only"
+NOT_READ = "not-read"
+
+
+@dataclass(frozen=True, slots=True)
+class TriageLimits:
+    """The template's triage limits (TriageMaxFiles, TriageMaxMiB, TriageBudgetSeconds)."""
+
+    max_files: int = 20_000
+    max_mib: int = 512
+    budget_seconds: float = 600.0
+    head_bytes: int = 16 * 1024  # a tags-only read: SPDX tags and notices sit in a file's head
+
+
+@dataclass
+class Plan:
+    """Which contents triage reads (``wanted``: SHA-256 -> size), how much of each, and how deeply."""
+
+    wanted: dict[str, int] = field(default_factory=dict)
+    caps: dict[str, int] = field(default_factory=dict)  # bytes kept of a content read only in part
+    modes: dict[str, str] = field(default_factory=dict)  # review content -> FULL | TAGS_ONLY | NOT_READ
+    held: int = 0  # bytes of content the plan holds at most
+    reasons: list[str] = field(default_factory=list)
+
+    def count(self, mode: str) -> int:
+        return sum(1 for m in self.modes.values() if m == mode)
+
+
+def plan(
+    review: Iterable[Mapping[str, Any]], licence_files: Iterable[Mapping[str, Any]], limits: TriageLimits
+) -> Plan:
+    """The reads of one triage: components' licence files first, then each distinct review content in
+    the order of the drop, in full while the file and byte limits allow, then heads, then nothing."""
+    out = Plan()
+    budget = limits.max_mib << 20
+    for f in licence_files:
+        out.wanted[f["sha256"]] = int(f["size"])
+        out.held += min(int(f["size"]), CONTENT_LIMIT)
+    full = 0
+    for f in review:
+        digest, size = f["sha256"], int(f.get("size") or 0)
+        if digest in out.modes:
+            continue
+        whole, head = min(size, CONTENT_LIMIT), min(size, limits.head_bytes)
+        if full < limits.max_files and out.held + whole <= budget:
+            mode, kept = FULL, whole
+            full += 1
+        elif out.held + head <= budget:
+            mode, kept = TAGS_ONLY, head
+        else:
+            out.modes[digest] = NOT_READ
+            continue
+        out.modes[digest] = mode
+        if digest not in out.wanted:
+            out.wanted[digest] = size
+            out.held += kept
+            if kept < whole:
+                out.caps[digest] = kept
+        elif mode == FULL:  # also a licence file: read whole already
+            out.caps.pop(digest, None)
+    tags, unread = out.count(TAGS_ONLY), out.count(NOT_READ)
+    if tags:
+        out.reasons.append(
+            f"{len(out.modes):,} distinct contents to review, over TriageMaxFiles ({limits.max_files:,}) "
+            "or TriageMaxMiB: "
+            f"{tags:,} read for licence tags and restriction terms in their first "
+            f"{limits.head_bytes // 1024} KiB only"
+        )
+    if unread:
+        out.reasons.append(
+            f"{unread:,} distinct contents not read: the review set holds more than TriageMaxMiB "
+            f"({limits.max_mib:,} MiB)"
+        )
+    return out
