@@ -13,7 +13,8 @@ from typing import Any
 import libarchive
 from libarchive.exception import ArchiveError
 
-from dropscan.inflate import InflateError, PlainStream, Source, plain_stream
+from dropscan.archive import MAGIC_SPAN, compressor_of
+from dropscan.inflate import CODECS, InflateError, PlainStream, Source, plain_stream
 
 #: triage reads at most this much of one file: licence headers and red flags sit near the top
 CONTENT_LIMIT = 4 * 1024 * 1024
@@ -190,6 +191,15 @@ class _Watched:
 
 def contents_by_digest(path: str, wanted: Mapping[str, int], *, max_depth: int = 8) -> Extracted:
     """The bytes of every file of the drop at ``path`` whose SHA-256 is in ``wanted`` (sha -> size)."""
+    with open(path, "rb") as f:
+        codec = compressor_of(f.read(MAGIC_SPAN))
+    if codec in CODECS:
+        # decompressed by dropscan.inflate, as a streamed drop is: libarchive 3.8's filter bidding reads
+        # ahead far enough to fail a truncated .tar.gz before its first member (3.6 read the members)
+        with open(path, "rb") as f:
+            streamed = compressed_contents(f, codec, wanted, max_depth=max_depth)
+        if streamed is not None:
+            return streamed
     out = Extracted()
     try:
         with libarchive.file_reader(path) as reader:
