@@ -109,7 +109,12 @@ class _Into:
         self._stream = stream
 
     def readinto(self, buf: Any) -> int:
-        data = self._stream.read(len(buf))
+        try:
+            data = self._stream.read(len(buf))
+        except InflateError:
+            # a truncated or corrupt stream ends here: an exception cannot cross libarchive's C frames
+            # (it would be printed and dropped), and the walk keeps what it read, as for any broken drop
+            return 0
         ctypes.memmove(buf, data, len(data))  # slice assignment into a ctypes buffer goes byte by byte
         return len(data)
 

@@ -13,6 +13,7 @@ import ctypes
 import ctypes.util
 import functools
 import importlib.util
+import logging
 import os
 from pathlib import Path
 
@@ -20,6 +21,9 @@ __all__ = ["bundled_dir", "libarchive_path", "liblzma_path", "use_bundled_libarc
 
 #: the distribution whose wheel carries the libraries (auditwheel puts them in ``<name>.libs``)
 BUNDLE = "archi"
+#: what the bundled build (no libbz2, no libxml2) answers, as a warning, each time a reader enables its
+#: bzip2 filter or xar format: libarchive-c logs it, which would be two lines per archive opened
+BUILD_NOTES = frozenset({"Using external bzip2 program", "Xar not supported on this platform"})
 
 
 @functools.cache
@@ -78,3 +82,11 @@ def use_bundled_libarchive() -> None:
         path = libarchive_path()
         if path is not None:
             os.environ["LIBARCHIVE"] = path
+    logger = logging.getLogger("libarchive")  # libarchive-c's
+    if _not_a_build_note not in logger.filters:
+        logger.addFilter(_not_a_build_note)
+
+
+def _not_a_build_note(record: logging.LogRecord) -> bool:
+    message = record.msg.decode("utf-8", "replace") if isinstance(record.msg, bytes) else str(record.msg)
+    return message not in BUILD_NOTES
