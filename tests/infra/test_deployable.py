@@ -161,6 +161,11 @@ def test_image_functions_declare_their_architecture_and_take_no_runtime_or_layer
         props = function["Properties"]
         assert not {"Layers", "Runtime", "Handler", "CodeUri"} & set(props)
         assert props["Architectures"] == ["x86_64"]  # ScanCode's native wheels are x86_64 only
+        # sam package uploads an image it has built and passes a private ECR name through: a build
+        # without the image (TriageDetector=tags) needs the latter, or sam deploy stops ("Image not found")
+        uri = evaluate(props["ImageUri"], {"AWS::URLSuffix": "amazonaws.com"})
+        assert re.fullmatch(rf"{ACCOUNT}\.dkr\.ecr\.{REGION}\.amazonaws\.com/[a-z0-9-]+:[a-z0-9-]+", uri), uri
+        assert function["Metadata"]["DockerContext"]  # with it, sam build builds the image all the same
         dockerfile = (
             project_root() / function["Metadata"]["DockerContext"] / function["Metadata"]["Dockerfile"]
         )
