@@ -6,8 +6,13 @@ STAMP := $(VENV)/.installed-stamp
 CASES_DIR ?= $(CURDIR)/.cache/cases
 CASES_SRC ?= $(firstword $(wildcard $(CURDIR)/../shared/cases /work/shared/cases))
 DEMO_SDISTS := docutils==0.19 docutils==0.20.1 docutils==0.21.2 requests==2.31.0
+# AWS SAM CLI in a virtual environment of its own (it pins its own boto3, cfn-lint, translator)
+SAM_VENV := .cache/sam
+SAM := $(SAM_VENV)/bin/sam
+BUILD_DIR := .aws-sam/build
+export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install demo test lint format cases browser bench bench-scale bench-linux fuzz clean
+.PHONY: install demo test lint format cases browser bench bench-scale bench-linux fuzz clean package package-bench image image-test
 
 install: $(STAMP)
 
@@ -25,14 +30,39 @@ demo: install
 	done
 	$(BIN)/dropscan demo --cache .cache/demo --out demo-out
 
-lint: install
+lint: install $(SAM)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy shared/dropscan functions tests
 	$(BIN)/cfn-lint template.yaml
+	$(SAM) validate --lint --template-file template.yaml
+	$(BIN)/hadolint infra/triage.Dockerfile
 
-test: lint
-	DROPSCAN_CASES_DIR=$(CASES_DIR) DROPSCAN_CASES_SRC=$(CASES_SRC) $(BIN)/pytest -q
+# The packaging test (tests/package) runs on the artefacts `make package` builds: about 25 s to build,
+# 20 s to test, so it is part of every test run.
+test: lint package
+	DROPSCAN_CASES_DIR=$(CASES_DIR) DROPSCAN_CASES_SRC=$(CASES_SRC) DROPSCAN_REQUIRE_PACKAGE=1 $(BIN)/pytest -q
+
+$(SAM):
+	$(PY) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install -q --disable-pip-version-check 'aws-sam-cli>=1.170'
+
+# sam build as a new user runs it, without Docker: the layer (with its libarchive) and the zip functions.
+# The triage image needs Docker: `make image` (or `sam build` alone) where there is one.
+package: $(SAM)
+	$(SAM) build --cached --exclude TriageImageFunction --template-file template.yaml --build-dir $(BUILD_DIR)
+
+# Artefact sizes and each handler's cold import from them (docs/deployment.md has the figures)
+package-bench: install package
+	$(BIN)/python bench/package.py --build-dir $(BUILD_DIR) --runs 5
+
+image: $(SAM)
+	$(SAM) build TriageImageFunction --template-file template.yaml --build-dir $(BUILD_DIR)
+
+# The triage image's install steps (infra/triage-install.sh) in a fresh virtual environment: ScanCode
+# and its licence index, about 5 minutes; .ci/run runs it, where Docker is not needed.
+image-test: install
+	DROPSCAN_IMAGE_TEST=1 $(BIN)/pytest -q tests/image
 
 format: install
 	$(BIN)/ruff format .
@@ -84,4 +114,4 @@ fuzz: install
 	  -rss_limit_mb=2048
 
 clean:
-	rm -rf $(VENV) demo-out bench-out fuzz-out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) demo-out bench-out fuzz-out .pytest_cache .mypy_cache .ruff_cache .aws-sam

@@ -447,11 +447,16 @@ def compressed(kind: str, data: bytes, tmp_path: Path) -> bytes:
 
 
 COMPRESSORS = ["gz", "bz2", "xz", "zstd"]
+#: libarchive 3.8 (the bundled one, dropscan.archive.native) reports the tar's truncation for every codec
+LIBARCHIVE_38 = (
+    "Truncated tar archive detected while reading data",
+    "Truncated tar archive detected while reading next header",
+)
 REASONS = {  # libarchive's words, and those of dropscan.archive.inflate (thread or process)
-    "gz": ("truncated gzip input",),
-    "bz2": ("truncated bzip2 input",),
-    "xz": ("Lzma library error:  No progress is possible", "truncated xz input"),
-    "zstd": ("Truncated zstd input",),
+    "gz": ("truncated gzip input", *LIBARCHIVE_38),
+    "bz2": ("truncated bzip2 input", *LIBARCHIVE_38),
+    "xz": ("Lzma library error:  No progress is possible", "truncated xz input", *LIBARCHIVE_38),
+    "zstd": ("Truncated zstd input", *LIBARCHIVE_38),
 }
 
 

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterable
 from typing import IO, Any, cast
 
+from dropscan.archive import native
 from dropscan.archive.inflate import PlainStream
 from dropscan.archive.limits import MiB, Readable
 from dropscan.archive.magic import compressor_of
@@ -29,8 +30,9 @@ _FORMAT_TAR = 0x30000  # ARCHIVE_FORMAT_TAR, under ARCHIVE_FORMAT_BASE_MASK 0xff
 
 
 def _library_path() -> str:
-    """Where libarchive is: $LIBARCHIVE if set, else where the system's loader finds it."""
-    path = os.environ.get("LIBARCHIVE") or ctypes.util.find_library("archive")
+    """Where libarchive is: $LIBARCHIVE if set (an operator's choice), else the copy bundled with the
+    deployment, else the system's (``archive.native``)."""
+    path = os.environ.get("LIBARCHIVE") or native.libarchive_path()
     if not path:
         raise OSError("libarchive not found: install it (Debian: libarchive13) or set LIBARCHIVE to its path")
     return path

@@ -25,9 +25,9 @@ from dropscan.archive.binding import (
     has_data,
     open_reader,
 )
-from dropscan.archive.inflate import InflateError, Source, plain_stream
+from dropscan.archive.inflate import CODECS, InflateError, Source, plain_stream
 from dropscan.archive.limits import Readable
-from dropscan.archive.magic import looks_like_archive
+from dropscan.archive.magic import MAGIC_SPAN, compressor_of, looks_like_archive
 
 #: triage reads at most this much of one file: licence headers and red flags sit near the top
 CONTENT_LIMIT = 4 * 1024 * 1024
@@ -214,6 +214,15 @@ def contents_by_digest(
 ) -> Extracted:
     """The bytes of every file of the drop at ``path`` whose SHA-256 is in ``wanted`` (sha -> size),
     at most CONTENT_LIMIT of each, or what ``caps`` allows it (sha -> bytes)."""
+    with open(path, "rb") as f:
+        codec = compressor_of(f.read(MAGIC_SPAN))
+    if codec in CODECS:
+        # decompressed by archive.inflate, as a streamed drop is: libarchive 3.8's filter bidding reads
+        # ahead far enough to fail a truncated .tar.gz before its first member (3.6 read the members)
+        with open(path, "rb") as f:
+            streamed = compressed_contents(f, codec, wanted, max_depth=max_depth, caps=caps)
+        if streamed is not None:
+            return streamed
     out = Extracted()
     with open(path, "rb") as stream:
         _walk(stream, True, wanted, max_depth, out, caps)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import lzma
 import os
 import weakref
 from typing import Any
 
+from dropscan.archive import native
 from dropscan.forked import usable_cpus
 
 __all__ = ["ThreadedXz", "available", "decoder_threads"]
@@ -77,8 +77,8 @@ class _Mt(ctypes.Structure):
 
 @functools.cache
 def _liblzma() -> Any:
-    """The system's liblzma if it has the multi-threaded decoder, else None (AL2023 ships 5.2)."""
-    name = ctypes.util.find_library("lzma")
+    """liblzma if one with the multi-threaded decoder is found (native.liblzma_path), else None."""
+    name = native.liblzma_path(_MT_SINCE)
     if name is None:
         return None
     try:

@@ -20,6 +20,11 @@ ARTIFACT_BUCKET = "dropscan-local-artifacts"
 # moto's CloudFormation lacks it, and moto's S3 would apply a Deny without its Bool condition
 # (aws:SecureTransport), refusing every request: the TLS-only policies are set aside locally
 BUCKET_POLICY = "AWS::S3::BucketPolicy"
+#: moto runs no container image (no Docker here): locally, triage is the zip function, with ScanCode from
+#: this environment where it is installed (the image function is for AWS: template.yaml, TriageDetector)
+LOCAL_DEFAULTS = {"TriageDetector": "auto"}
+#: what ``sam package`` would put in an image function's ImageUri (never pulled locally)
+LOCAL_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/dropscan-local:{name}"
 
 
 def project_root() -> Path:
@@ -131,6 +136,8 @@ def _point_code_at_artifacts(sam: dict[str, Any], root: Path) -> dict[str, Path]
     code_dirs: dict[str, Path] = {}
     for name, res in sam["Resources"].items():
         props = res.get("Properties", {})
+        if props.get("PackageType") == "Image":
+            props.setdefault("ImageUri", LOCAL_IMAGE.format(name=name.lower()))
         for attr in ("CodeUri", "ContentUri"):
             if isinstance(props.get(attr), str) and not props[attr].startswith("s3://"):
                 code_dirs[name] = root / props[attr]
@@ -185,6 +192,9 @@ def deploy(
 ) -> DeployedStack:
     """Create (or reuse) the stack in the moto behind ``session`` and return how to drive it."""
     root = root or project_root()
+    parameters = {**LOCAL_DEFAULTS, **(parameters or {})}
+    if parameters["TriageDetector"] == "scancode":
+        raise ValueError("TriageDetector=scancode is the container image, which moto cannot run: use auto")
     tr = translate(root, parameters)
     cfn = session.client("cloudformation", region_name=REGION)
     s3 = session.client("s3", region_name=REGION)
@@ -225,8 +235,9 @@ def deploy(
             report_batch_item_failures="ReportBatchItemFailures"
             in res["Properties"].get("FunctionResponseTypes", []),
         )
-        for res in tr.template["Resources"].values()
+        for name, res in tr.template["Resources"].items()
         if res["Type"] == "AWS::Lambda::EventSourceMapping"
+        and name in physical  # not left out by a Condition
     ]
     stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
@@ -329,7 +340,7 @@ def _functions(
     lam = session.client("lambda", region_name=REGION)
     out = {}
     for name, res in tr.template["Resources"].items():
-        if res["Type"] != "AWS::Lambda::Function":
+        if res["Type"] != "AWS::Lambda::Function" or name not in physical:  # a Condition left it out
             continue
         conf = lam.get_function_configuration(FunctionName=physical[name])
         env = {k: str(v) for k, v in conf.get("Environment", {}).get("Variables", {}).items()}
