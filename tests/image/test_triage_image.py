@@ -42,7 +42,8 @@ from dropscan.audit.licenses import detector
 from dropscan.archive import binding
 found = detector("scancode").detect(sys.stdin.read())
 with open("/proc/self/maps") as maps:
-    mapped = sorted({l.split()[-1] for l in maps if l.split()[-1].rsplit("/", 1)[-1].startswith("libarchive-")})
+    paths = {line.split()[-1] for line in maps}
+mapped = sorted(p for p in paths if p.rsplit("/", 1)[-1].startswith("libarchive-"))
 print(json.dumps({"handler": callable(app.handler), "found": [f.expression for f in found],
                   "sources": [f.source for f in found], "libarchive": mapped}))
 """
