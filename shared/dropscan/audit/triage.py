@@ -12,6 +12,7 @@ from typing import Any
 
 from license_expression import AND, OR, BaseSymbol, ExpressionError, LicenseWithExceptionSymbol
 
+from dropscan.audit import component_licence
 from dropscan.audit.licenses import RESTRICTED_CATEGORIES, Detector, LicenseFinding, spdx_licensing
 from dropscan.forked import Forked
 from dropscan.models import PREBUILT_KINDS
@@ -442,8 +443,8 @@ def review_files(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def wanted_digests(manifest: Mapping[str, Any]) -> dict[str, int]:
     """SHA-256 -> size of every file triage reads: the review set and the components' licence files."""
-    chosen = review_files(manifest) + [f for fs in license_files(manifest["files"]).values() for f in fs]
-    return {f["sha256"]: int(f["size"]) for f in chosen}
+    chosen = {f["sha256"]: int(f["size"]) for f in review_files(manifest)}
+    return chosen | component_licence.wanted(manifest["files"])
 
 
 def triage_manifest(
@@ -453,24 +454,19 @@ def triage_manifest(
     detector: Detector,
     truncated: Iterable[str] = (),
     workers: int = 1,
+    releases: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> TriageReport:
     """Licences of the components and of each review file, and the red flags, from the files' bytes.
 
     ``workers`` > 1 shares the review files among that many processes forked after the detector's
     index is loaded (the component licences are detected first), so they share it copy-on-write.
+    ``releases``: component prefix -> the licence record of its release (component_licence).
     """
     started = time.perf_counter()
     report = TriageReport(detector=detector.name, truncated=len(set(truncated)))
-    for prefix, files in license_files(manifest["files"]).items():
-        for f in files:
-            data = content.get(f["sha256"])
-            if data is None:
-                continue
-            found = detector.detect(decode(data), thorough=True)
-            expression = component_license(found)
-            if expression:
-                report.component_licenses[prefix] = {"license": expression, "license_file": f["path"]}
-                break
+    found = component_licence.resolve_all(manifest, content, detector, releases or {})
+    report.component_licenses = {prefix: lic.to_json() for prefix, lic in found.items()}
+    report.flags += component_licence.flags(found)
     declared = (manifest.get("source", {}).get("metadata") or {}).get("arch")
     jobs: list[tuple[Mapping[str, Any], str | None]] = []
     for f in review_files(manifest):
@@ -533,11 +529,11 @@ def apply(manifest: dict[str, Any], report: TriageReport) -> dict[str, Any]:
     for f in manifest["files"]:
         if f["path"] in report.licenses:
             f["licenses"] = report.licenses[f["path"]]
+    unknown: dict[str, Any] = {"license": None}
+    if report.error:
+        unknown["license_reason"] = "licence triage did not finish"
     for c in manifest["components"]:
-        found = report.component_licenses.get(c["prefix"])
-        c["license"] = found["license"] if found else None
-        if found:
-            c["license_file"] = found["license_file"]
+        c.update(report.component_licenses.get(c["prefix"]) or unknown)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     flags = sorted(report.flags, key=lambda x: (order[x.severity], x.path, x.line or 0, x.kind))
     manifest["flags"] = [x.to_json() for x in flags]
