@@ -257,3 +257,17 @@ def test_a_release_ingested_before_licences_were_recorded_falls_back_to_the_drop
     assert found["license"] == "GPL-2.0-only"
     assert found["license_source"] == "drop"
     assert "ingested before licences were recorded" in found["license_reason"]
+
+
+def test_an_edited_licence_file_is_flagged_even_when_the_release_s_licence_is_unknown() -> None:
+    record = cl.release_record(RELEASE_PATHS, {}, TAGS, {"foo-1.0/COPYING": len(UP_COPYING)})
+    assert record["license"] is None  # its COPYING was not read: nothing it states is known
+    files = {"foo-1.0-acme/COPYING": b"SPDX-License-Identifier: MIT\n"}
+    manifest, content = manifest_of(files, {"foo-1.0-acme/": {"package": "foo", "version": "1.0"}})
+    result = licences(manifest, content, {"foo-1.0-acme/": record})
+    found = result["components"]["foo-1.0-acme/"]
+    assert (found["license"], found["license_source"]) == ("MIT", "drop")
+    assert found["license_reason"] == "stated by COPYING (foo 1.0 has no licence recorded at ingest)"
+    [flag] = result["report"].flags
+    assert (flag.kind, flag.severity) == ("license-file-changed", "action-required")
+    assert flag.detail == "differs from foo 1.0's, which states no licence that can be told"

@@ -345,16 +345,17 @@ def resolve(
                 if release is not None
                 else f" ({name} was ingested before licences were recorded: ingest it again)"
             )
-        return own
-    up_file = release.get("license_file") or ""
-    licence = ComponentLicence(
-        str(release["license"]),
-        f"stated by {up_file} of {name}, recorded when the release was ingested",
-        root + up_file if any(s.rel == up_file for s in found) else None,
-        "upstream-release",
-    )
+        licence = own
+    else:
+        up_file = release.get("license_file") or ""
+        licence = ComponentLicence(
+            str(release["license"]),
+            f"stated by {up_file} of {name}, recorded when the release was ingested",
+            root + up_file if any(s.rel == up_file for s in found) else None,
+            "upstream-release",
+        )
     by_rel = {s.rel: s for s in found}
-    for rel, up in sorted((release.get("files") or {}).items()):
+    for rel, up in sorted(((release or {}).get("files") or {}).items()):
         s = by_rel.get(rel)
         if s is None or s.entry["sha256"] == up["sha256"]:
             continue  # a licence file deleted from the drop is among the component's missing files
@@ -366,7 +367,7 @@ def resolve(
                 "drop": told[rel],
                 "upstream": up.get("license"),
                 "release": name,
-                "licence": licence.license,
+                "licence": licence.license if licence.source == "upstream-release" else None,
             }
         )
     return licence
@@ -398,10 +399,9 @@ def flags(licences: Mapping[str, ComponentLicence]) -> list[Any]:
             same = c["drop"] == c["upstream"]
             untold = "no licence that can be told"
             evidence = f"the drop's file states {c['drop'] or untold}"
-            detail = (
-                f"differs from {c['release']}'s, which states {c['upstream'] or untold}"
-                f"; the component stays {c['licence']}, as {c['release']} is licensed"
-            )
+            detail = f"differs from {c['release']}'s, which states {c['upstream'] or untold}"
+            if c["licence"]:
+                detail += f"; the component stays {c['licence']}, as {c['release']} is licensed"
             severity = REVIEW if same else ACTION
             out.append(Flag("license-file-changed", severity, c["path"], None, evidence, prefix, detail))
         if prefix and lic.license is None:
