@@ -336,17 +336,17 @@ def resolve(
     if not prefix:
         return ComponentLicence(None, "loose files at the top of the drop belong to no component")
     root, found = sources(prefix, files)
-    own, told = _own(root, found, content, detector)
     name = f"{component.get('package')} {component.get('version')}"
+    told: dict[str, str | None] = {}
     if release is None or not release.get("license"):
+        licence, told = _own(root, found, content, detector)
         if component.get("identified"):
-            own.reason += (
+            licence.reason += (
                 f" ({name} has no licence recorded at ingest)"
                 if release is not None
                 else f" ({name} was ingested before licences were recorded: ingest it again)"
             )
-        licence = own
-    else:
+    else:  # the drop's own licence files are read only if they differ from the release's
         up_file = release.get("license_file") or ""
         licence = ComponentLicence(
             str(release["license"]),
