@@ -271,3 +271,21 @@ def test_an_edited_licence_file_is_flagged_even_when_the_release_s_licence_is_un
     [flag] = result["report"].flags
     assert (flag.kind, flag.severity) == ("license-file-changed", "action-required")
     assert flag.detail == "differs from foo 1.0's, which states no licence that can be told"
+
+
+def test_u_boot_s_licenses_readme_states_the_licence_of_a_nested_component() -> None:
+    # U-Boot keeps no COPYING: Licenses/README (SPDX-tagged, ScanCode reads its text: tests/e2e)
+    prefix = "src/u-boot-2023.01-acme.tar.gz!/"
+    top = f"{prefix}u-boot-2023.01-acme/"
+    files = {
+        f"{top}Licenses/README": b"SPDX-License-Identifier: GPL-2.0\n\n  U-Boot is Free Software.\n",
+        f"{top}Licenses/gpl-2.0.txt": b"GNU GENERAL PUBLIC LICENSE\nVersion 2, June 1991\n",
+        f"{top}Licenses/Exceptions": b"The U-Boot License Exception\n",
+        f"{top}drivers/acme/acme_001.c": b"// SPDX-License-Identifier: BSD-3-Clause\nint acme;\n",
+    }
+    manifest, content = manifest_of(files, {prefix: {}}, {f"{top}drivers/acme/acme_001.c": "added"})
+    result = licences(manifest, content)
+    assert result["components"][prefix]["license"] == "GPL-2.0-only"
+    assert result["components"][prefix]["license_file"] == f"{top}Licenses/README"
+    [flag] = result["report"].flags
+    assert (flag.kind, flag.path) == ("license-different", f"{top}drivers/acme/acme_001.c")
