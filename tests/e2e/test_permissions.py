@@ -37,11 +37,13 @@ ACCOUNT = "123456789012"
 RUNTIME = "the Lambda runtime writes the function's logs, not its code"
 UNVERSIONED = "triage reads the scanned version; a drops bucket without versioning gives it no version id"
 NO_PATH_LIST = "a release whose path list is missing must read as NoSuchKey, not AccessDenied"
+NO_LICENCE_RECORD = "a release registered but not yet reported must read as NoSuchKey, not AccessDenied"
 NOT_EXERCISED = {
     ("*", "logs:CreateLogStream"): RUNTIME,
     ("*", "logs:PutLogEvents"): RUNTIME,
     ("FinalizeFunction", "s3:ListBucket", "upstream"): NO_PATH_LIST,
     ("SweeperFunction", "s3:ListBucket", "upstream"): NO_PATH_LIST,
+    ("TriageFunction", "s3:ListBucket", "upstream"): NO_LICENCE_RECORD,
     ("TriageFunction", "s3:GetObject", "drops"): UNVERSIONED,
 }
 

@@ -148,11 +148,25 @@ def compressed_contents(
     out = Extracted()
     plain = plain_stream(source, codec)
     try:
-        with contextlib.suppress(InflateError):  # what was read is kept, as contents_by_digest keeps it
-            _walk(plain, False, wanted, max_depth, out, caps)
+        _walk(_EndsAtBreak(plain), False, wanted, max_depth, out, caps)
     finally:
         plain.close()
     return out if out.sha1 else None
+
+
+class _EndsAtBreak:
+    """A decompressed stream that ends where its compressed input breaks (truncated or corrupt): the
+    archive reader then keeps the members before the break, as it does reading a copy on disk, where a
+    raised error would fail the open (libarchive 3.8 bids on the formats with a read-ahead)."""
+
+    def __init__(self, plain: Readable) -> None:
+        self._plain = plain
+
+    def read(self, size: int = -1, /) -> bytes:
+        try:
+            return self._plain.read(size)
+        except InflateError:
+            return b""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 from license_expression import AND, OR, BaseSymbol, ExpressionError, LicenseWithExceptionSymbol
 
+from dropscan.audit import component_licence
 from dropscan.audit.licenses import RESTRICTED_CATEGORIES, Detector, LicenseFinding, spdx_licensing, spdx_tags
 from dropscan.audit.triage_plan import FULL, NOT_READ, TAGS_ONLY, Plan, TriageLimits, plan
 from dropscan.forked import Forked
@@ -454,8 +455,8 @@ def review_files(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def wanted_digests(manifest: Mapping[str, Any]) -> dict[str, int]:
     """SHA-256 -> size of every file triage reads: the review set and the components' licence files."""
-    chosen = review_files(manifest) + [f for fs in license_files(manifest["files"]).values() for f in fs]
-    return {f["sha256"]: int(f["size"]) for f in chosen}
+    chosen = {f["sha256"]: int(f["size"]) for f in review_files(manifest)}
+    return chosen | component_licence.wanted(manifest["files"])
 
 
 def read_plan(manifest: Mapping[str, Any], limits: TriageLimits | None = None) -> Plan:
@@ -484,19 +485,23 @@ def triage_manifest(
     workers: int = 1,
     limits: TriageLimits | None = None,
     read: Plan | None = None,
+    releases: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> TriageReport:
     """Licences of the components and of each review file, and the red flags, from the files' bytes.
 
     Detection runs once per distinct content (a drop of 120,000 copies of one file detects one), within
     ``limits`` (``read``: the plan the content was read by). ``workers`` > 1 shares the contents among
     that many processes forked after the detector's index is loaded (the component licences are detected
-    first), so they share it copy-on-write.
+    first), so they share it copy-on-write. ``releases``: component prefix -> the licence record of its
+    release (component_licence).
     """
     started = time.perf_counter()
     limits = limits or TriageLimits()
     read = read or read_plan(manifest, limits)
     report = TriageReport(detector=detector.name, truncated=len(set(truncated)))
-    _component_licences(report, manifest, content, detector)
+    found = component_licence.resolve_all(manifest, content, detector, releases or {})
+    report.component_licenses = {prefix: lic.to_json() for prefix, lic in found.items()}
+    report.flags += component_licence.flags(found)
     review = review_files(manifest)
     kinds: dict[str, str] = {}
     for f in review:
@@ -526,21 +531,6 @@ def triage_manifest(
         report.limit_reasons = _limit_reasons(read, late, limits)
     report.seconds = time.perf_counter() - started
     return report
-
-
-def _component_licences(
-    report: TriageReport, manifest: Mapping[str, Any], content: Mapping[str, bytes], detector: Detector
-) -> None:
-    for prefix, files in license_files(manifest["files"]).items():
-        for f in files:
-            data = content.get(f["sha256"])
-            if data is None:
-                continue
-            found = detector.detect(decode(data), thorough=True)
-            expression = component_license(found)
-            if expression:
-                report.component_licenses[prefix] = {"license": expression, "license_file": f["path"]}
-                break
 
 
 class _FileFlags:
@@ -646,11 +636,11 @@ def apply(manifest: dict[str, Any], report: TriageReport) -> dict[str, Any]:
             f["licenses"] = report.licenses[f["path"]]
         if f["path"] in report.limited:
             f["triage"] = report.limited[f["path"]]
+    unknown: dict[str, Any] = {"license": None}
+    if report.error:
+        unknown["license_reason"] = "licence triage did not finish"
     for c in manifest["components"]:
-        found = report.component_licenses.get(c["prefix"])
-        c["license"] = found["license"] if found else None
-        if found:
-            c["license_file"] = found["license_file"]
+        c.update(report.component_licenses.get(c["prefix"]) or unknown)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     if report.limited:
         report.flags.append(review_limit_flag(report))

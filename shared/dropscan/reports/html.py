@@ -206,7 +206,7 @@ def _method(m: Mapping[str, Any]) -> str:
             match = f"{float(r['match_pct']):.1f} %" if r.get("match_pct") is not None else "–"
             out.append(
                 f'<tr><td class="path">{path(r["prefix"] or "(top level)")}</td><td>{e(r["release"])}</td>'
-                f"<td>{e(r['trust'] or 'not recorded')}</td><td>{e(r['license'] or 'not recorded')}</td>"
+                f"<td>{e(r['trust'] or 'not recorded')}</td><td>{e(r['license'] or _unknown(r))}</td>"
                 f'<td class="num">{match}</td></tr>'
             )
         out.append("</table>")
@@ -237,6 +237,10 @@ def _method(m: Mapping[str, Any]) -> str:
         )
     out.append("</section>")
     return "\n".join(out)
+
+
+def _unknown(release: Mapping[str, Any]) -> str:
+    return "licence unknown" if release.get("license_unknown") else "not recorded"
 
 
 # ------------------------------------------------------------------ flags
@@ -385,7 +389,10 @@ def _component(m: Mapping[str, Any], v: ComponentView) -> str:
     if v.trust:
         facts.append(f"{e(v.trust)} trust")
     if v.licence:
-        facts.append(f"upstream licence <b>{e(v.licence)}</b>")
+        origin = "licence" if c.get("license_source") == "drop" else "upstream licence"
+        facts.append(f"{origin} <b>{e(v.licence)}</b>")
+    elif v.licence_unknown:
+        facts.append(f'<b>licence unknown</b> <span class="muted">({e(v.licence_unknown)})</span>')
     out = [
         f'<section class="component"><h2>{e(heading)}</h2>',
         f"<p>{' · '.join(facts)} · {int(c.get('files') or 0):,} files</p>",

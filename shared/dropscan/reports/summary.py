@@ -56,7 +56,10 @@ def component_line(c: Mapping[str, Any]) -> str:
     )
     parts = [f"{c['files']:,} files", f"{100.0 * classes.get('identical', 0) / nonempty:.1f} % identical"]
     if c.get("license"):
-        parts.insert(0, f"upstream licence {c['license']}")
+        origin = "licence" if c.get("license_source") == "drop" else "upstream licence"
+        parts.insert(0, f"{origin} {c['license']}")
+    elif view.licence_unknown(c):
+        parts.insert(0, "licence unknown")
     if c.get("trust"):
         parts.insert(0, f"{c['trust']} trust")
     parts += [f"{classes[k]:,} {label}" for k, label in _LABELS if classes.get(k)]

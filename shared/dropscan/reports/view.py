@@ -106,9 +106,21 @@ class ComponentView:
         return str(value) if value else None
 
     @property
+    def licence_unknown(self) -> str | None:
+        """Why the component's licence is unknown (None: known, or not looked for)."""
+        return licence_unknown(self.data)
+
+    @property
     def trust(self) -> str | None:
         value = self.data.get("trust")
         return str(value) if value else None
+
+
+def licence_unknown(c: Mapping[str, Any]) -> str | None:
+    """Why a component's licence could not be told; None when it was, or when triage did not look."""
+    if c.get("license") or not c.get("license_reason") or not c.get("prefix"):
+        return None
+    return str(c["license_reason"])
 
 
 def owner(prefixes: Sequence[str], path: str) -> str | None:
@@ -162,6 +174,7 @@ def trusted_releases(manifest: Manifest) -> list[dict[str, Any]]:
                     "prefix": c.get("prefix") or "",
                     "trust": c.get("trust"),
                     "license": c.get("license"),
+                    "license_unknown": licence_unknown(c),
                     "match_pct": c.get("match_pct"),
                 }
             )

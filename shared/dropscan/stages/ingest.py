@@ -3,6 +3,7 @@ table and its path list beside it, so that scans can set its files aside."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,11 +12,14 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from dropscan.archive import ArchiveReadError, walk
-from dropscan.forked import forked_iter, usable_cpus
+from dropscan.archive.extract import Extracted, contents_by_digest
+from dropscan.audit import component_licence, licenses
+from dropscan.forked import Done, Forked, forked_iter, usable_cpus
 from dropscan.keys import parse_upstream_key
 from dropscan.models import FileDigests, Release, Trust
 from dropscan.store.objects import StoredObject
 from dropscan.store.services import Services
+from dropscan.store.work import AWS_ERRORS
 
 logger = Logger(service="dropscan", child=True)
 
@@ -35,18 +39,21 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
     package, version = release_of(obj)
     trust = Trust(obj.metadata["trust"]) if obj.metadata.get("trust") else None
     previous = svc.releases.report(package, version)
-    if previous and previous.get("etag") == (obj.etag or "") and previous.get("source") == key:
-        # a redelivered event or a repeated upload of the same archive: the release is in already
+    same = previous and previous.get("etag") == (obj.etag or "") and previous.get("source") == key
+    if same and previous and "license" in previous:
+        # a redelivered event or a repeated upload of the same archive: the release is in already (a
+        # release ingested before its licence was recorded is ingested again, once)
         if trust:
             svc.upstream().set_trust(package, trust)
         return IngestResult(package, version, int(previous["files"]), 0)
     started = time.perf_counter()
     db = svc.upstream()
     paths: dict[str, str] = {}
+    sizes: dict[str, int] = {}
     try:
         # digests are written page by page while the walk goes on; an unreadable archive's are taken back
         written = db.merge_release(
-            package, version, _walk_release(svc.objects.open(bucket, key), obj.name, paths)
+            package, version, _walk_release(svc.objects.open(bucket, key), obj.name, paths, sizes)
         )
     except ArchiveReadError as e:
         logger.error("upstream archive unreadable", extra={"key": key, "reason": str(e)})
@@ -54,6 +61,8 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
         return IngestResult(package, version, 0, 0, error=str(e))
     merged = time.perf_counter()
     svc.releases.save(Release(package, version, paths))
+    licence = release_licence(svc, obj, paths, sizes)
+    licensed = time.perf_counter()
     db.register(package, version, trust)  # last: a registered release has its digests and path list
     report = {
         "package": package,
@@ -66,12 +75,44 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
         # hash and merge overlap: "hash_and_merge" is the walk with the database writes beside it
         "seconds": {
             "hash_and_merge": round(merged - started, 3),
-            "release": round(time.perf_counter() - merged, 3),
+            "release": round(time.perf_counter() - licensed, 3),
+            "license": round(licensed - merged, 3),
         },
+        "license": licence,
     }
     svc.releases.put_report(package, version, report)
     logger.info("ingested", extra=report)
     return IngestResult(package, version, len(paths), written)
+
+
+def release_licence(
+    svc: Services, obj: StoredObject, paths: dict[str, str], sizes: dict[str, int]
+) -> dict[str, Any]:
+    """The release's licence (component_licence.release_record), computed once, here, for every scan.
+
+    Its licence files are read out of a copy of the archive (in a forked child while the licence
+    index loads); a failure other than S3's is recorded as the reason no licence is known.
+    """
+    wanted = component_licence.release_wanted(paths, sizes)
+    content: dict[str, bytes] = {}
+    try:
+        with tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".release") as spool:
+            if wanted:
+                svc.objects.download(obj.bucket, obj.key, obj.version_id, spool)
+            reading = (
+                Forked(contents_by_digest, spool.name, wanted)
+                if usable_cpus() > 1 and wanted
+                else Done(contents_by_digest(spool.name, wanted) if wanted else Extracted())
+            )
+            with reading:
+                detector = licenses.detector(svc.settings.triage_detector)
+                content = reading.result().content
+        return component_licence.release_record(paths, content, detector, sizes)
+    except AWS_ERRORS:
+        raise
+    except Exception as e:  # errors are data: scans fall back to the drop's own licence files
+        logger.exception("release licence not read", extra={"key": obj.key})
+        return {"license": None, "license_reason": f"not read at ingest: {type(e).__name__}: {e}"[:300]}
 
 
 def release_of(obj: StoredObject) -> tuple[str, str]:
@@ -86,18 +127,21 @@ def release_of(obj: StoredObject) -> tuple[str, str]:
     return package, version
 
 
-def _release_digests(source: Any, name: str) -> Iterator[tuple[str, str, str, str]]:
-    """(path, sha256, kw, ws) of every member of an upstream release archive."""
+def _release_digests(source: Any, name: str) -> Iterator[tuple[str, str, str, str, int]]:
+    """(path, sha256, kw, ws, size) of every member of an upstream release archive."""
     for rec in walk(source, name, emit_containers=True):
-        yield rec.path, rec.sha256, rec.kw, rec.ws
+        yield rec.path, rec.sha256, rec.kw, rec.ws, rec.size
 
 
-def _walk_release(source: Any, name: str, paths: dict[str, str]) -> Iterator[FileDigests]:
+def _walk_release(
+    source: Any, name: str, paths: dict[str, str], sizes: dict[str, int]
+) -> Iterator[FileDigests]:
     """The release's digests as its walk goes on (in a forked child when there is a core for it, so that
     the database takes each page while the archive is read on), filling ``paths`` on the way."""
     walked = (
         forked_iter(_release_digests, source, name) if usable_cpus() > 1 else _release_digests(source, name)
     )
-    for path, sha256, kw, ws in walked:
+    for path, sha256, kw, ws, size in walked:
         paths[path] = sha256
+        sizes[path] = size
         yield FileDigests(sha256, kw, ws)

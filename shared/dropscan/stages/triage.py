@@ -93,6 +93,7 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
                 workers=workers,
                 limits=limits,
                 read=read,
+                releases=release_licences(svc, manifest),
             )
         except (DropReadError, *AWS_ERRORS):
             raise
@@ -105,6 +106,16 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
     for f in manifest["files"]:
         if f["sha256"] in extracted.sha1:
             f["sha1"] = extracted.sha1[f["sha256"]]
+
+
+def release_licences(svc: Services, manifest: Mapping[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """Component prefix -> the licence recorded for its release at ingest (None: none recorded)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for c in manifest["components"]:
+        if c.get("identified"):
+            report = svc.releases.report(c["package"], c["version"]) or {}
+            out[c["prefix"]] = report.get("license")
+    return out
 
 
 def _drop(manifest: Mapping[str, Any]) -> tuple[str, str, str | None]:
