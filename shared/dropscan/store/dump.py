@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from dropscan import __version__
+from dropscan.keys import file_index_key, manifest_key
 from dropscan.models import Release, Trust, VersionRange
 from dropscan.store.releases import load_release, save_release
 from dropscan.store.upstream import UpstreamDB, digest_from_raw
@@ -197,3 +198,67 @@ def read_hash_list(path: Path) -> dict[str, str]:
         if _HEX64.match(digest):
             files[name.lstrip(" *").removeprefix("./")] = digest
     return files
+
+
+# ------------------------------------------------------------------ the embedded stack's scan history
+SCANS_FOLDER = "scans"
+
+
+def save_scans(dynamodb: Any, s3: S3Client, scans_table: str, results_bucket: str, folder: Path) -> int:
+    """Each finished scan filed under a product, once: its scans-table item, manifest and file index
+    (``<folder>/<scan id>.json.gz``), so that the next run compares its drop with it and lists it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = 0
+    kwargs: dict[str, Any] = {"TableName": scans_table, "FilterExpression": "attribute_exists(product_key)"}
+    while True:
+        resp = dynamodb.scan(**kwargs)
+        for item in resp.get("Items", []):
+            scan_id, supplier = item["scan_id"]["S"], item["supplier"]["S"]
+            path = folder / f"{scan_id}.json.gz"
+            if path.exists() or "finished_at" not in item:
+                continue
+            record: dict[str, Any] = {"format": "dropscan.saved-scan/1", "item": item}
+            for name, key in (
+                ("manifest", manifest_key(supplier, scan_id)),
+                ("index", file_index_key(supplier, scan_id)),
+            ):
+                try:
+                    record[name] = (
+                        s3.get_object(Bucket=results_bucket, Key=key)["Body"].read().decode("latin-1")
+                    )
+                except s3.exceptions.NoSuchKey:
+                    record[name] = None
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(gzip.compress(json.dumps(record).encode(), compresslevel=3))
+            tmp.replace(path)
+            saved += 1
+        if "LastEvaluatedKey" not in resp:
+            return saved
+        kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def load_scans(dynamodb: Any, s3: S3Client, scans_table: str, results_bucket: str, folder: Path) -> int:
+    """Put the saved scans back: items, manifests (their notification is not sent again) and indexes."""
+    files = sorted(folder.glob("*.json.gz")) if folder.is_dir() else []
+    if not files:
+        return 0
+    current: dict[str, Any] = dict(s3.get_bucket_notification_configuration(Bucket=results_bucket))
+    notifications: Any = {k: v for k, v in current.items() if k != "ResponseMetadata"}
+    s3.put_bucket_notification_configuration(Bucket=results_bucket, NotificationConfiguration={})
+    try:
+        for path in files:
+            record = json.loads(gzip.decompress(path.read_bytes()))
+            item = record["item"]
+            scan_id, supplier = item["scan_id"]["S"], item["supplier"]["S"]
+            dynamodb.put_item(TableName=scans_table, Item=item)
+            for name, key in (
+                ("manifest", manifest_key(supplier, scan_id)),
+                ("index", file_index_key(supplier, scan_id)),
+            ):
+                if record.get(name) is not None:
+                    s3.put_object(Bucket=results_bucket, Key=key, Body=record[name].encode("latin-1"))
+    finally:
+        s3.put_bucket_notification_configuration(
+            Bucket=results_bucket, NotificationConfiguration=notifications
+        )
+    return len(files)
