@@ -127,20 +127,26 @@ def test_a_second_drop_is_reviewed_only_where_it_changed(
     assert subject(m2).endswith("review: 6 of 28 files (21.4%), 6 new since 1.0")
 
     # and the product's history lists both scans
-    assert main(["history", "--supplier", "acme", "--product", "acme-widget-gpl", "--data-dir", str(data)]) == 0
+    assert (
+        main(["history", "--supplier", "acme", "--product", "acme-widget-gpl", "--data-dir", str(data)]) == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3 and "acme-widget-1.0-gpl.tar.gz" in lines[1] and "acme-widget-1.1-gpl" in lines[2]
     assert lines[2].split()[-6:] == ["28", "6", "5", "1", "5", "0"]
 
 
-def test_a_decision_reopens_when_a_red_flag_appears_in_its_file(drops: dict[str, Path], tmp_path: Path) -> None:
+def test_a_decision_reopens_when_a_red_flag_appears_in_its_file(
+    drops: dict[str, Path], tmp_path: Path
+) -> None:
     data = tmp_path / "data"
     scan(drops["1.0"], data, tmp_path / "m1.json", upstream=drops["upstream"])
     argv = ["decide", str(tmp_path / "m1.json"), "--all-review", "--verdict", "accepted", "--by", "alice"]
     assert main([*argv, "--data-dir", str(data), "--quiet"]) == 0
 
     # the same board configuration, now in a drop for a MIPS device: it selects ARM
-    again = make_tar(tmp_path / "acme-widget-1.0.1-gpl.tar.gz", {**first_drop(), "widget-1.0-acme/NEWS": b"1\n"})
+    again = make_tar(
+        tmp_path / "acme-widget-1.0.1-gpl.tar.gz", {**first_drop(), "widget-1.0-acme/NEWS": b"1\n"}
+    )
     m = scan(again, data, tmp_path / "m2.json", "--arch", "mips")
     config = next(f for f in m["files"] if f["path"].endswith("board_defconfig"))
     assert config["decision"]["reopened"] is True
@@ -178,7 +184,9 @@ def test_exported_decisions_give_a_fresh_data_dir_the_same_second_manifest(
 
     assert main(["decisions", "import", str(exported), "--data-dir", str(fresh)]) == 0
     assert json.loads(capsys.readouterr().out)["added"] == 8
-    assert main(["decisions", "import", str(exported), "--data-dir", str(fresh)]) == 0  # merges, no duplicates
+    assert (
+        main(["decisions", "import", str(exported), "--data-dir", str(fresh)]) == 0
+    )  # merges, no duplicates
     assert json.loads(capsys.readouterr().out) | {} == {
         "decisions": 8, "added": 0, "updated": 0, "unchanged": 8, "superseded": 0
     }  # fmt: skip
@@ -193,8 +201,10 @@ def test_exported_decisions_give_a_fresh_data_dir_the_same_second_manifest(
 
 
 def strip(m: dict[str, Any]) -> dict[str, Any]:
-    """A manifest without what differs between two runs of the same scan (times, call counts)."""
+    """A manifest without what differs between two runs of the same scan (times, call counts, the
+    object version S3 gave the upload)."""
     volatile = {"created_at", "finished_at", "stats", "triage"}
     out = {k: v for k, v in m.items() if k not in volatile}
+    out["source"] = {k: v for k, v in m["source"].items() if k != "version_id"}  # S3's, per upload
     out["delta"] = dict(m["delta"], previous=dict(m["delta"]["previous"], finished_at=None))
     return out
