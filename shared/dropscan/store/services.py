@@ -97,7 +97,10 @@ class Services:
     def decisions(self) -> DecisionStore:
         """Auditors' decisions (read only here: the functions never write them), with its own counts."""
         return DecisionStore(
-            self.dynamodb, self.settings.decisions_table, concurrency=self.settings.dynamodb_concurrency
+            self.dynamodb,
+            self.settings.decisions_table,
+            concurrency=self.settings.dynamodb_concurrency,
+            forked_reads=self.settings.dynamodb_reads == "forked",
         )
 
     def upstream(self) -> UpstreamDB:
