@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import hashlib
 import json
+import os
 import time
 from typing import Any
 
