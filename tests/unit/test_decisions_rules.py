@@ -21,9 +21,11 @@ def decision(sha: str, verdict: str = "accepted", scope: str = "supplier", suppl
 def manifest(files: list[tuple[str, str, str]]) -> dict[str, Any]:
     entries = [{"path": p, "sha256": s, "class": c, "size": 1, "kind": "text", "component": "x-1.0/"}
                for p, s, c in files]  # fmt: skip
+    component = {"prefix": "x-1.0/", "identified": True, "package": "x", "version": "1.0",
+                 "files": len(files), "classes": {}, "missing": []}  # fmt: skip
     return build_manifest(
-        scan_id="s-1", supplier="acme", source={"key": "drops/acme/x-1.0.tar.gz"}, status="complete",
-        reason=None, files=entries, components=[{"prefix": "x-1.0/", "identified": True, "package": "x"}],
+        scan_id="s-1", supplier="acme", source={"key": "drops/acme/x-1.0.tar.gz", "size": 1},
+        status="complete", reason=None, files=entries, components=[component],
         stats={}, created_at="t", finished_at="t",
     )  # fmt: skip
 
@@ -164,3 +166,25 @@ def test_paths_are_compared_inside_their_component_the_top_folder_ignored() -> N
     got = delta.compare(before, delta.index_from_json(delta.index_to_json(after)), ref)
     assert got == {"previous": ref, "new": ["bb-1.1-acme/n.c"], "changed": ["bb-1.1-acme/b.c"], "removed": []}
     assert delta.compare(after, before, ref)["removed"] == ["bb-1.1-acme/n.c"]
+
+
+def test_the_reports_open_with_what_changed_and_leave_cleared_files_out_of_the_review_lists() -> None:
+    from dropscan.reports import render
+    from dropscan.reports.summary import subject
+
+    m = manifest([("x-1.0/a.c", A, "modified"), ("x-1.0/b.c", B, "added"), ("x-1.0/n.c", D, "added")])
+    decisions.attach(m["files"], {A: decision(A)})
+    previous = {"scan_id": "s-0", "key": "drops/acme/x-0.9.tar.gz", "finished_at": "t", "version": "0.9"}
+    m["delta"] = {"previous": previous, "new": ["x-1.0/n.c"], "changed": ["x-1.0/b.c"], "removed": []}
+    decisions.settle(m)
+    assert subject(m).endswith("— review: 2 of 3 files (66.7%), 2 new since 0.9")
+    text = render(m, "text")
+    assert "need review (1 cleared by earlier decisions)" in text
+    assert "Since the previous drop (x-0.9.tar.gz, scan s-0): 1 new, 1 changed, 0 removed." in text
+    review = text.split("Review set", 1)[1]
+    assert "x-1.0/b.c" in review and "x-1.0/a.c" not in review
+    html = render(m, "html")
+    assert html.index("What changed since the last drop (0.9)") < html.index(
+        "<h2", html.index("</header>") + 200
+    )
+    assert "cleared by earlier decisions" in html
