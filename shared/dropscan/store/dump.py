@@ -8,8 +8,10 @@ organisations can exchange and combine databases; importing the same dump twice 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
+import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from dropscan import __version__
-from dropscan.keys import file_index_key, manifest_key
+from dropscan.keys import manifest_key
 from dropscan.models import Release, Trust, VersionRange
 from dropscan.store.releases import load_release, save_release
 from dropscan.store.upstream import UpstreamDB, digest_from_raw
@@ -202,11 +204,13 @@ def read_hash_list(path: Path) -> dict[str, str]:
 
 # ------------------------------------------------------------------ the embedded stack's scan history
 SCANS_FOLDER = "scans"
+_ITEM = "item.json"
 
 
 def save_scans(dynamodb: Any, s3: S3Client, scans_table: str, results_bucket: str, folder: Path) -> int:
-    """Each finished scan filed under a product, once: its scans-table item, manifest and file index
-    (``<folder>/<scan id>.json.gz``), so that the next run compares its drop with it and lists it."""
+    """Each finished scan filed under a product, once: its scans-table item and every object under its
+    results folder (manifest, reports, file index) as ``<folder>/<scan id>.tar.gz``, so that the next
+    run compares its drop with it, lists it, and answers a repeated upload of the same bytes with it."""
     folder.mkdir(parents=True, exist_ok=True)
     saved = 0
     kwargs: dict[str, Any] = {"TableName": scans_table, "FilterExpression": "attribute_exists(product_key)"}
@@ -214,22 +218,18 @@ def save_scans(dynamodb: Any, s3: S3Client, scans_table: str, results_bucket: st
         resp = dynamodb.scan(**kwargs)
         for item in resp.get("Items", []):
             scan_id, supplier = item["scan_id"]["S"], item["supplier"]["S"]
-            path = folder / f"{scan_id}.json.gz"
+            path = folder / f"{scan_id}.tar.gz"
             if path.exists() or "finished_at" not in item:
                 continue
-            record: dict[str, Any] = {"format": "dropscan.saved-scan/1", "item": item}
-            for name, key in (
-                ("manifest", manifest_key(supplier, scan_id)),
-                ("index", file_index_key(supplier, scan_id)),
-            ):
-                try:
-                    record[name] = (
-                        s3.get_object(Bucket=results_bucket, Key=key)["Body"].read().decode("latin-1")
-                    )
-                except s3.exceptions.NoSuchKey:
-                    record[name] = None
             tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(gzip.compress(json.dumps(record).encode(), compresslevel=3))
+            with tarfile.open(tmp, "w:gz", compresslevel=3) as tar:
+                _add(tar, _ITEM, json.dumps(item).encode())
+                prefix = manifest_key(supplier, scan_id).rsplit("/", 1)[0] + "/"
+                for page in s3.get_paginator("list_objects_v2").paginate(
+                    Bucket=results_bucket, Prefix=prefix
+                ):
+                    for o in page.get("Contents", []):
+                        _add(tar, o["Key"], s3.get_object(Bucket=results_bucket, Key=o["Key"])["Body"].read())
             tmp.replace(path)
             saved += 1
         if "LastEvaluatedKey" not in resp:
@@ -237,9 +237,16 @@ def save_scans(dynamodb: Any, s3: S3Client, scans_table: str, results_bucket: st
         kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
 
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
 def load_scans(dynamodb: Any, s3: S3Client, scans_table: str, results_bucket: str, folder: Path) -> int:
-    """Put the saved scans back: items, manifests (their notification is not sent again) and indexes."""
-    files = sorted(folder.glob("*.json.gz")) if folder.is_dir() else []
+    """Put the saved scans back: items and results objects (the manifests' notifications are not sent
+    again: the results bucket's notifications are off meanwhile)."""
+    files = sorted(folder.glob("*.tar.gz")) if folder.is_dir() else []
     if not files:
         return 0
     current: dict[str, Any] = dict(s3.get_bucket_notification_configuration(Bucket=results_bucket))
@@ -247,16 +254,15 @@ def load_scans(dynamodb: Any, s3: S3Client, scans_table: str, results_bucket: st
     s3.put_bucket_notification_configuration(Bucket=results_bucket, NotificationConfiguration={})
     try:
         for path in files:
-            record = json.loads(gzip.decompress(path.read_bytes()))
-            item = record["item"]
-            scan_id, supplier = item["scan_id"]["S"], item["supplier"]["S"]
-            dynamodb.put_item(TableName=scans_table, Item=item)
-            for name, key in (
-                ("manifest", manifest_key(supplier, scan_id)),
-                ("index", file_index_key(supplier, scan_id)),
-            ):
-                if record.get(name) is not None:
-                    s3.put_object(Bucket=results_bucket, Key=key, Body=record[name].encode("latin-1"))
+            with tarfile.open(path) as tar:
+                for member in tar:
+                    body = tar.extractfile(member)
+                    if body is None:
+                        continue
+                    if member.name == _ITEM:
+                        dynamodb.put_item(TableName=scans_table, Item=json.loads(body.read()))
+                    else:
+                        s3.put_object(Bucket=results_bucket, Key=member.name, Body=body.read())
     finally:
         s3.put_bucket_notification_configuration(
             Bucket=results_bucket, NotificationConfiguration=notifications
