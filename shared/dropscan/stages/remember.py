@@ -34,12 +34,13 @@ def remember(svc: Services, scan: Scan, manifest: dict[str, Any]) -> None:
     decisions.settle(manifest)
     manifest["summary"]["delta"] = delta.counts(manifest["delta"])
     stats = manifest["stats"]
+    # finalize's own seconds include these; the per-stage timings stay one entry per stage
     stats["decisions"] = {
         "batch_get_calls": store.stats.batch_get_calls,
         "keys_requested": store.stats.keys_requested,
         "found": len(found),
+        "seconds": round(time.perf_counter() - started, 3),
     }
-    stats["seconds"]["remember"] = round(time.perf_counter() - started, 3)
 
 
 def _delta(svc: Services, scan: Scan, key: str, index: delta.Index) -> dict[str, Any] | None:

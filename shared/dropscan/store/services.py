@@ -74,7 +74,8 @@ class Services:
     @cached_property
     def objects(self) -> Objects:
         """Reads of uploaded drops and upstream archives."""
-        return Objects(self.s3, self.new_s3)
+        # new_s3 looked up at each call: a test patches Services.new_s3 after the stage's first read
+        return Objects(self.s3, lambda: self.new_s3())
 
     @cached_property
     def releases(self) -> Releases:
