@@ -157,3 +157,19 @@ def release_error_key(package: str, version: str) -> str:
 def release_report_key(package: str, version: str) -> str:
     """What the last ingest of the release did: files, items written, DynamoDB calls, seconds."""
     return f"{RELEASE_PREFIX}{package}/{version}.ingest.json"
+
+
+# ------------------------------------------------------------------ products and their history
+def archive_stem(filename: str) -> str:
+    """``acme-busybox-1.35.0-gpl`` of ``drops/acme/acme-busybox-1.35.0-gpl.tar.gz``."""
+    return _ARCHIVE_SUFFIX.sub("", filename.rsplit("/", 1)[-1])
+
+
+def product_key(supplier: str, product: str) -> str:
+    """The scans table's key of a supplier's product (a supplier name holds no ``/``)."""
+    return f"{supplier}/{product}"
+
+
+def file_index_key(supplier: str, scan_id: str) -> str:
+    """A scan's path -> content index beside its manifest: what the next drop's delta reads."""
+    return f"{RESULTS_PREFIX}{supplier}/{scan_id}/files.json.gz"

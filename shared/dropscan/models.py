@@ -251,3 +251,74 @@ class Scan:
         if self.chunks_total is None or self.unfinished_parts():
             return False
         return self.chunks_done >= self.chunks_total
+
+
+# ------------------------------------------------------------------ auditors' decisions
+VERDICTS = ("accepted", "needs-action", "rejected")
+SCOPES = ("supplier", "global")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """An auditor's decision on a file's content (``subject`` = ``sha256:<hex>``), in a scope.
+
+    ``supplier`` is the supplier whose drop it was decided on (for ``supplier`` scope, the only one it
+    applies to); ``flags`` (``kind: detail``) and ``licenses`` (expressions) are what the file carried
+    when it was decided: a later scan that finds more re-opens it.
+    """
+
+    subject: str
+    scope: str  # "supplier" | "global"
+    supplier: str
+    verdict: str
+    by: str
+    at: str
+    note: str = ""
+    scan_id: str = ""
+    path: str = ""
+    flags: tuple[str, ...] = ()
+    licenses: tuple[str, ...] = ()
+
+    @property
+    def scope_key(self) -> str:
+        """The table's sort key: ``global`` or ``supplier:<name>``."""
+        return scope_key(self.scope, self.supplier)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "subject": self.subject,
+            "scope": self.scope,
+            "supplier": self.supplier,
+            "verdict": self.verdict,
+            "by": self.by,
+            "at": self.at,
+            "note": self.note,
+            "scan_id": self.scan_id,
+            "path": self.path,
+            "flags": list(self.flags),
+            "licenses": list(self.licenses),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Decision:
+        return cls(
+            subject=str(data["subject"]),
+            scope=str(data["scope"]),
+            supplier=str(data.get("supplier") or ""),
+            verdict=str(data["verdict"]),
+            by=str(data["by"]),
+            at=str(data["at"]),
+            note=str(data.get("note") or ""),
+            scan_id=str(data.get("scan_id") or ""),
+            path=str(data.get("path") or ""),
+            flags=tuple(sorted(data.get("flags") or ())),
+            licenses=tuple(sorted(data.get("licenses") or ())),
+        )
+
+
+def scope_key(scope: str, supplier: str) -> str:
+    return "global" if scope == "global" else f"supplier:{supplier}"
+
+
+def content_subject(sha256: str) -> str:
+    return f"sha256:{sha256}"

@@ -23,6 +23,7 @@ class Settings:
     finalize_queue_url: str
     topic_arn: str
     idempotency_table: str
+    decisions_table: str = ""  # auditors' decisions, read by finalize
     triage_queue_url: str = ""
     triage_detector: str = "auto"  # auto | scancode | tags
     triage_workers: int = 1  # processes for the review files; 0: one per CPU
@@ -77,6 +78,7 @@ class Settings:
             report_link_expiry=int(e.get("REPORT_LINK_EXPIRY", "43200")),
             scratch_dir=e.get("SCRATCH_DIR") or None,
             idempotency_table=e["IDEMPOTENCY_TABLE"],
+            decisions_table=e.get("DECISIONS_TABLE", ""),
             chunk_size=int(e.get("CHUNK_SIZE", "1000")),
             chunk_keys=int(e.get("CHUNK_KEYS", "1000")),
             max_nesting_depth=int(e.get("MAX_NESTING_DEPTH", "8")),

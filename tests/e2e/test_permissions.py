@@ -248,3 +248,64 @@ def test_every_permission_a_role_grants_is_used(recorded: Recorded) -> None:
                     if not used and not excused(function, action, pattern):
                         unused.append((function, s.get("Sid"), action, pattern))
     assert sorted(unused) == [], "\n".join(map(str, sorted(unused)))
+
+
+# ------------------------------------------------------------------ auditors (ComplianceRole)
+def test_auditors_calls_are_what_the_compliance_role_grants_and_only_it_writes_decisions(
+    tmp_path: Path,
+) -> None:
+    """`dropscan decide`, `decisions list|export|import` and `history` make only calls ComplianceRole
+    allows, use every grant it has, and no function's role may write the decisions table."""
+    from dropscan.audit.decisions import merge, record
+    from dropscan.keys import product_key
+
+    with embedded() as stack:
+        client = stack.client
+        client.ingest(make_tar(tmp_path / "foo-1.0.tar.gz", UPSTREAM_FILES), "foo", "1.0")
+        _, scan_id = client.upload_drop(make_tar(tmp_path / "foo-1.0-acme.tar.gz", DROP_FILES), "acme")
+        manifest = client.wait_manifest("acme", scan_id, timeout=120)
+        assert manifest is not None
+
+        calls: set[tuple[str, str]] = set()
+
+        def before(params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+            calls.update(ACTIONS[model.service_model.service_name](model.name, params))
+
+        for c in (client.decisions.client, client.scans.model._get_connection().connection.client):
+            c.meta.events.register("before-parameter-build", before)
+        # what the commands do, through the client they drive
+        decided = record(manifest, all_review=True, verdict="accepted", by="alice", at="2026-01-01T00:00:00")
+        client.write_decisions(merge(client.existing_decisions(decided), decided).write)
+        assert len(list(client.decisions.all())) == len(decided)
+        assert len(list(client.decisions.of_scope("supplier", "acme"))) == len(decided)
+        assert list(client.decisions.of_scope("global")) == []
+        [scan] = client.history("acme", manifest["product"])
+        assert scan["scan_id"] == scan_id and product_key("acme", manifest["product"]) == "acme/foo-acme"
+
+        iam = stack.session.client("iam")
+        role = stack.stack.outputs["ComplianceRoleArn"].rsplit("/", 1)[-1]
+        statements: list[dict[str, Any]] = []
+        for name in iam.list_role_policies(RoleName=role)["PolicyNames"]:
+            doc: Any = iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"]
+            statements += (ast.literal_eval(doc) if isinstance(doc, str) else doc)["Statement"]
+        assert sorted(c for c in calls if not allows(statements, *c)) == []
+        unused = [
+            (a, r)
+            for s in statements
+            for a in as_list(s["Action"])
+            for r in as_list(s["Resource"])
+            if not any(c[0] == a and fnmatchcase(c[1], r) for c in calls)
+        ]
+        assert unused == []
+
+        table = stack.names.decisions_table
+        writes = ("dynamodb:PutItem", "dynamodb:BatchWriteItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+        arn = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{table}"
+        writers = [
+            (function, action)
+            for function, fs in deployed_statements(stack).items()
+            for action in writes
+            if allows(fs, action, arn)
+        ]
+        assert writers == []
+        assert any(allows(statements, a, arn) for a in writes)

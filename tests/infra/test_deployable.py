@@ -262,7 +262,8 @@ def test_the_functions_are_told_the_bucket_names_the_buckets_get(sam: dict[str, 
 
 # ---------------------------------------------------------------- data outlives the stack
 def test_data_holding_tables_and_buckets_are_retained(sam: dict[str, Any]) -> None:
-    holding = {"UpstreamTable", "ScansTable", "DropsBucket", "ResultsBucket", "UpstreamBucket"}
+    holding = {"UpstreamTable", "ScansTable", "DecisionsTable"}
+    holding |= {"DropsBucket", "ResultsBucket", "UpstreamBucket"}
     stores = {
         n for n, r in sam["Resources"].items() if r["Type"] in ("AWS::S3::Bucket", "AWS::DynamoDB::Table")
     }

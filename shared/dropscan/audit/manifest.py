@@ -30,12 +30,16 @@ def summarize(files: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def verdict(status: str, summary: Mapping[str, Any]) -> str:
-    """``action-required`` on a red flag of that severity or a declared component not delivered;
-    ``review`` while files need review, flags ask for it or members are unreadable; else ``clean``."""
+    """``action-required`` on a red flag of that severity, a declared component not delivered or an
+    auditor's ``needs-action`` or ``rejected`` decision on a file; ``review`` while files need review,
+    flags ask for it or members are unreadable; else ``clean``."""
     if status != "complete":
         return status
     flags = summary.get("flags") or {}
+    decided = summary.get("decisions") or {}
     if summary.get("mismatches") or flags.get("action-required"):
+        return "action-required"
+    if decided.get("needs-action") or decided.get("rejected"):
         return "action-required"
     # an unreadable member (encrypted, corrupt) hides what it holds: never call that drop clean
     return "review" if summary["review"] or flags.get("review") or summary.get("unreadable") else "clean"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dropscan import __version__
+from dropscan.cli.memory import add_memory_commands
 from dropscan.keys import parse_archive_name
 from dropscan.models import Trust
 from dropscan.reports import FORMATS
@@ -100,6 +101,8 @@ def cmd_scan(a: argparse.Namespace) -> int:
     metadata = {"components": ",".join(a.declare)} if a.declare else {}
     if a.arch:
         metadata["arch"] = a.arch
+    if a.product:
+        metadata["product"] = a.product
     request = ScanRequest(
         drop=drop,
         supplier=a.supplier,
@@ -163,7 +166,7 @@ def scan_drop(r: ScanRequest) -> int:
 
 @contextmanager
 def _stack(
-    endpoint_url: str | None, stack: str | None, data_dir: Path
+    endpoint_url: str | None, stack: str | None, data_dir: Path, *, upstream: bool = True
 ) -> Iterator[tuple[Any, Any, Callable[[], None]]]:
     """The client for the stack the options name: embedded (default), --endpoint-url or --stack.
 
@@ -178,7 +181,10 @@ def _stack(
 
     logs = data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    with (logs / "functions.log").open("a") as log, embedded(log_stream=log, data_dir=data_dir) as es:
+    with (
+        (logs / "functions.log").open("a") as log,
+        embedded(log_stream=log, data_dir=data_dir, upstream=upstream) as es,
+    ):
         yield es.client, es.mailbox, es.save_db_beside
 
 
@@ -353,6 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--arch", help="the device's architecture (x-amz-meta-arch), e.g. mips: configurations must match"
     )
+    p.add_argument(
+        "--product",
+        help="the product the drop is a release of (x-amz-meta-product), compared with its previous drop;"
+        " default: the drop's file name without version-like parts",
+    )
     p.add_argument("--manifest-out", metavar="FILE", help="write the result manifest (JSON) here")
     p.add_argument("--eml-dir", metavar="DIR", help="write the notification as an .eml file here")
     p.add_argument(
@@ -401,6 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", "-f", choices=list(FORMATS), default="text")
     p.add_argument("--out", "-o", metavar="FILE", help="write here instead of standard output")
     p.set_defaults(func=cmd_report)
+
+    add_memory_commands(sub, _add_target)
 
     p = sub.add_parser("up", help="run the local stack as a moto server with the dispatcher")
     p.add_argument("--host", default="127.0.0.1")

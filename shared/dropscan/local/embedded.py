@@ -15,10 +15,12 @@ from typing import IO, Any
 import boto3
 
 from dropscan import heap
+from dropscan.audit.decisions import export_text, parse_export
 from dropscan.forked import Forked
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.stack import REGION, DeployedStack, deploy
-from dropscan.store.dump import export_db, import_db
+from dropscan.store.dump import SCANS_FOLDER, export_db, import_db, load_scans, save_scans
+from dropscan.store.scans import now
 from dropscan.store.services import reset as reset_services
 from dropscan.store.stack import Client, StackNames
 
@@ -119,10 +121,22 @@ class EmbeddedStack:
                 saving.result()
 
     def save_db(self) -> None:
-        """At exit: wait for a save under way, and save again if the database changed since."""
+        """At exit: wait for a save under way, and save again if the database changed since; save the
+        decisions if any were recorded, and the scans finished since the start."""
         self._join_save()
-        if self.data_dir is not None and self.client.changed:
+        if self.data_dir is None:
+            return
+        if self.client.changed:
             _save_db(self.client, self.session.client("s3"), self.data_dir)
+        if self.client.decided:
+            _save_decisions(self.client, self.data_dir)
+        save_scans(
+            self.session.client("dynamodb"),
+            self.session.client("s3"),
+            self.names.scans_table,
+            self.names.results_bucket,
+            self.data_dir / SCANS_FOLDER,
+        )
 
 
 #: one process runs the functions one after another, so a redelivery can never overlap its first run;
@@ -156,6 +170,23 @@ def _load_db(client: Client, s3: Any, data_dir: Path) -> None:
             import_db(client.db, s3, client.names.upstream_bucket, f)
 
 
+DECISIONS_FILE = "decisions.json"
+
+
+def _load_decisions(client: Client, data_dir: Path) -> None:
+    path = data_dir / DECISIONS_FILE
+    if path.is_file():
+        client.decisions.put(parse_export(path.read_text()))
+
+
+def _save_decisions(client: Client, data_dir: Path) -> None:
+    """The decisions in their exchange format (``dropscan decisions export`` writes the same)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = data_dir / (DECISIONS_FILE + ".tmp")
+    tmp.write_text(export_text(client.decisions.all(), exported_at=now()))
+    tmp.replace(data_dir / DECISIONS_FILE)
+
+
 def _save_db(client: Client, s3: Any, data_dir: Path) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = data_dir / (DB_FILE + ".tmp")
@@ -170,10 +201,12 @@ def embedded(
     parameters: dict[str, str] | None = None,
     log_stream: IO[str] | None = None,
     data_dir: Path | None = None,
+    upstream: bool = True,
 ) -> Iterator[EmbeddedStack]:
     """Start moto in-process, deploy template.yaml, and yield the running stack.
 
-    With ``data_dir``, the upstream database is loaded from it and, when changed, saved back at exit.
+    With ``data_dir``, the upstream database (unless not ``upstream``: commands that never scan),
+    the decisions and the finished scans are loaded from it and, when changed, saved back at exit.
     """
     from moto import mock_aws
 
@@ -196,7 +229,16 @@ def embedded(
             )
             s3 = session.client("s3")
             if data_dir is not None:
-                _load_db(client, s3, data_dir)
+                if upstream:
+                    _load_db(client, s3, data_dir)
+                _load_decisions(client, data_dir)
+                load_scans(
+                    session.client("dynamodb"),
+                    s3,
+                    names.scans_table,
+                    names.results_bucket,
+                    data_dir / SCANS_FOLDER,
+                )
             es = EmbeddedStack(session, stack, dispatcher, mailbox, client, names, data_dir)
             try:
                 yield es

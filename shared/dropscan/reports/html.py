@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dropscan import __version__
-from dropscan.reports import view
+from dropscan.reports import changes, view
 from dropscan.reports.view import ComponentView
 
 #: one colour per class; the screenshot test looks for these in the class bars
@@ -129,6 +129,7 @@ def render(manifest: Mapping[str, Any]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{e(title)}</title><style>{CSS}</style></head><body><main>",
         _header(manifest),
+        changes.section(manifest),
         _method(manifest),
         _flags_section(manifest),
         *(_component(manifest, v) for v in views),
@@ -159,6 +160,8 @@ def _header(m: Mapping[str, Any]) -> str:
     if classes.get("low-trust"):
         tiles.append((f"{int(classes['low-trust']):,}", "low-trust matches"))
     tiles.append((f"{int(s.get('review') or 0):,}", f"to review ({float(s.get('review_pct') or 0):.1f} %)"))
+    if s.get("cleared"):
+        tiles.append((f"{int(s['cleared']):,}", "cleared by earlier decisions"))
     if view.has_triage(m):
         counts = view.flag_counts(m)
         tiles += [(f"{counts['action-required']:,}", "red flags: action required")]

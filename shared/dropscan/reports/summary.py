@@ -30,7 +30,10 @@ def subject(manifest: Mapping[str, Any]) -> str:
     are what a reader of an inbox needs to see.
     """
     s = manifest["summary"]
-    if manifest["status"] == "complete":
+    if manifest["status"] == "complete" and manifest.get("delta"):
+        counts = f"{s['review']:,} of {s['files']:,} files ({s['review_pct']:.1f}%), {since(manifest)}"
+        tail = f" — {manifest['verdict']}: {counts}"
+    elif manifest["status"] == "complete":
         counts = f"{s['review']:,} of {s['files']:,} files ({s['review_pct']:.1f}%) need review"
         tail = f" — {manifest['verdict']}: {counts}"
     else:
@@ -43,6 +46,40 @@ def subject(manifest: Mapping[str, Any]) -> str:
         name = name[: keep - keep // 2] + "…" + name[len(name) - keep // 2 :]
     text = head + name + tail
     return text if len(text) <= SUBJECT_LIMIT else text[: SUBJECT_LIMIT - 1] + "…"
+
+
+def since(manifest: Mapping[str, Any]) -> str:
+    """``6 new since 3.2.0``: the paths new or changed since the product's previous drop."""
+    d = manifest["delta"]
+    prev = d["previous"]
+    name = prev.get("version") or str(prev.get("key") or "").rsplit("/", 1)[-1] or prev["scan_id"]
+    return f"{len(d['new']) + len(d['changed']):,} new since {name}"
+
+
+def _delta_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
+    """What changed since the previous drop: first in the body, as in the HTML report."""
+    d = manifest.get("delta")
+    if not d:
+        return []
+    prev = d["previous"]
+    lines = [
+        f"Since the previous drop ({str(prev['key']).rsplit('/', 1)[-1]}, scan {prev['scan_id']}):"
+        f" {len(d['new']):,} new, {len(d['changed']):,} changed, {len(d['removed']):,} removed."
+    ]
+    for label in ("new", "changed", "removed"):
+        lines += [f"  {label:<8} {p}" for p in d[label][:limit]]
+        if len(d[label]) > limit:
+            lines.append(f"  … and {len(d[label]) - limit:,} more {label} (see the manifest)")
+    return [*lines, ""]
+
+
+def _cleared_text(s: Mapping[str, Any]) -> str:
+    decided = s.get("decisions") or {}
+    parts = [f"{s['cleared']:,} cleared by earlier decisions"] if s.get("cleared") else []
+    parts += [f"{decided[k]:,} {k}" for k in ("needs-action", "rejected") if decided.get(k)]
+    if decided.get("reopened"):
+        parts.append(f"{decided['reopened']:,} decisions re-opened")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def component_line(c: Mapping[str, Any]) -> str:
@@ -63,6 +100,8 @@ def component_line(c: Mapping[str, Any]) -> str:
     if c.get("trust"):
         parts.insert(0, f"{c['trust']} trust")
     parts += [f"{classes[k]:,} {label}" for k, label in _LABELS if classes.get(k)]
+    if c.get("cleared"):
+        parts.append(f"{c['cleared']:,} cleared by earlier decisions")
     if c["missing"]:
         parts.append(f"{len(c['missing']):,} upstream files missing")
     where = f" [{c['prefix']}]" if c["identified"] and c["prefix"] else ""
@@ -85,13 +124,14 @@ def body(
         f"Status:    {manifest['status']}" + (f" — {manifest['reason']}" if manifest["reason"] else ""),
         f"Verdict:   {manifest['verdict']}",
         "",
-        f"{s['files']:,} files; {s['review']:,} ({s['review_pct']:.1f}%) need review.",
+        f"{s['files']:,} files; {s['review']:,} ({s['review_pct']:.1f}%) need review{_cleared_text(s)}.",
         "  " + ", ".join(f"{n:,} {c}" for c, n in s["classes"].items() if n),
         "",
     ]
     note = view.limit_note(manifest)
     if note:
         lines += [note, ""]
+    lines += _delta_lines(manifest, review_limit)
     if manifest["components"]:
         lines.append("Components:")
         lines += [f"  {component_line(c)}" for c in manifest["components"]]
@@ -109,7 +149,7 @@ def body(
                 lines.append(f"  undeclared {m['found']}{where}")
         lines.append("")
     lines += _flag_lines(manifest, review_limit)
-    review = [f for f in manifest["files"] if f["class"] in ("modified", "added")]
+    review = [f for f in manifest["files"] if view.in_review(f)]
     lines += _licence_lines(review)
     if review:
         # files with red flags first: with a long review set they are what the reader must not miss
@@ -152,6 +192,7 @@ def _flag_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
         lines += ["", f"The first {limit} of them:"]
     for f in found[:limit]:
         label = "ACTION" if f.get("severity") == "action-required" else "review"
+        label = "cleared" if f.get("cleared") else label  # on a file an auditor accepted with it
         lines.append(f"  {label:<6} {f.get('kind', ''):<20} {view.flag_location(f)}")
         if f.get("detail"):
             lines.append(f"         {f['detail']}")
@@ -203,7 +244,13 @@ def _licence_lines(review: list[Mapping[str, Any]]) -> list[str]:
 
 def _review_line(f: Mapping[str, Any]) -> str:
     found = list(dict.fromkeys(lic["expression"] for lic in view.licence_findings(f)))
-    return f"  {f['class']:<9} {f['path']}" + (f"  [{'; '.join(found)}]" if found else "")
+    d = f.get("decision")
+    said = ""
+    if d and d.get("reopened"):
+        said = f"  (re-opened {d['verdict']} by {d['by']}: {d.get('reopen_reason', '')})"
+    elif d:
+        said = f"  ({d['verdict']} by {d['by']}, {d['at'][:10]})"
+    return f"  {f['class']:<9} {f['path']}" + (f"  [{'; '.join(found)}]" if found else "") + said
 
 
 def _report_lines(

@@ -35,6 +35,16 @@ def purl(c: Mapping[str, Any]) -> str | None:
     return str(PackageURL(type="generic", name=c["package"], version=c.get("version") or None).to_string())
 
 
+def is_cleared(f: Mapping[str, Any]) -> bool:
+    """An auditor accepted this content earlier and nothing new was found in it: out of the review set."""
+    d = f.get("decision")
+    return bool(d and d.get("verdict") == "accepted" and not d.get("reopened"))
+
+
+def in_review(f: Mapping[str, Any]) -> bool:
+    return f["class"] in REVIEW and not is_cleared(f)
+
+
 def has_triage(manifest: Manifest) -> bool:
     """Whether the review set was scanned for licences and red flags (manifests before issue 5 were not)."""
     return "flags" in manifest or "triage" in manifest
@@ -152,7 +162,7 @@ def components(manifest: Manifest) -> list[ComponentView]:
         v = view_of(f["path"], f.get("component"))
         if v is None:
             continue
-        if f["class"] in REVIEW:
+        if in_review(f):
             v.review.append(f)
         if f.get("unreadable"):
             v.unreadable.append(f)

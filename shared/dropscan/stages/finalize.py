@@ -17,6 +17,7 @@ from dropscan.audit.manifest import build_manifest
 from dropscan.keys import manifest_key, split_tag, walk_order, work_key
 from dropscan.models import DigestInfo, FileRecord, PackageInfo, Scan, info_from_json
 from dropscan.settings import Settings
+from dropscan.stages.remember import remember
 from dropscan.store.batch import CallStats
 from dropscan.store.scans import now
 from dropscan.store.services import Services
@@ -73,6 +74,8 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
         created_at=scan.created_at,
         finished_at=now(),
     )
+    if status == "complete":  # a partial or rejected drop is neither compared nor cleared
+        remember(svc, scan, manifest)
     return _hand_to_triage(svc, scan_id, manifest)
 
 

@@ -15,7 +15,7 @@ from dropscan import heap, reports
 from dropscan.archive import MAGIC_SPAN, compressor_of
 from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.archive.inflate import CODECS
-from dropscan.audit import licenses, triage
+from dropscan.audit import decisions, delta, licenses, triage
 from dropscan.audit.manifest import to_json
 from dropscan.forked import Done, Forked, usable_cpus
 from dropscan.keys import manifest_key, report_keys
@@ -48,7 +48,7 @@ def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
     _write_reports(svc, manifest, workers)
     # written last: its creation is what fires the notification
     svc.work.put_text(key, to_json(manifest), "application/json")
-    svc.scans.set_status(manifest["scan_id"], manifest["status"])
+    svc.scans.set_status(manifest["scan_id"], manifest["status"], outcome=delta.outcome(manifest))
     return key
 
 
@@ -103,6 +103,8 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
                 detector=svc.settings.triage_detector, error=f"{type(e).__name__}: {e}"[:300]
             )
     triage.apply(manifest, found)
+    decisions.reopen(manifest)  # a decision that did not see what the file now carries
+    decisions.settle(manifest)
     for f in manifest["files"]:
         if f["sha256"] in extracted.sha1:
             f["sha1"] = extracted.sha1[f["sha256"]]

@@ -8,8 +8,10 @@ organisations can exchange and combine databases; importing the same dump twice 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
+import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from dropscan import __version__
+from dropscan.keys import manifest_key
 from dropscan.models import Release, Trust, VersionRange
 from dropscan.store.releases import load_release, save_release
 from dropscan.store.upstream import UpstreamDB, digest_from_raw
@@ -197,3 +200,71 @@ def read_hash_list(path: Path) -> dict[str, str]:
         if _HEX64.match(digest):
             files[name.lstrip(" *").removeprefix("./")] = digest
     return files
+
+
+# ------------------------------------------------------------------ the embedded stack's scan history
+SCANS_FOLDER = "scans"
+_ITEM = "item.json"
+
+
+def save_scans(dynamodb: Any, s3: S3Client, scans_table: str, results_bucket: str, folder: Path) -> int:
+    """Each finished scan filed under a product, once: its scans-table item and every object under its
+    results folder (manifest, reports, file index) as ``<folder>/<scan id>.tar.gz``, so that the next
+    run compares its drop with it, lists it, and answers a repeated upload of the same bytes with it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = 0
+    kwargs: dict[str, Any] = {"TableName": scans_table, "FilterExpression": "attribute_exists(product_key)"}
+    while True:
+        resp = dynamodb.scan(**kwargs)
+        for item in resp.get("Items", []):
+            scan_id, supplier = item["scan_id"]["S"], item["supplier"]["S"]
+            path = folder / f"{scan_id}.tar.gz"
+            if path.exists() or "finished_at" not in item:
+                continue
+            tmp = path.with_suffix(".tmp")
+            with tarfile.open(tmp, "w:gz", compresslevel=3) as tar:
+                _add(tar, _ITEM, json.dumps(item).encode())
+                prefix = manifest_key(supplier, scan_id).rsplit("/", 1)[0] + "/"
+                for page in s3.get_paginator("list_objects_v2").paginate(
+                    Bucket=results_bucket, Prefix=prefix
+                ):
+                    for o in page.get("Contents", []):
+                        _add(tar, o["Key"], s3.get_object(Bucket=results_bucket, Key=o["Key"])["Body"].read())
+            tmp.replace(path)
+            saved += 1
+        if "LastEvaluatedKey" not in resp:
+            return saved
+        kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def load_scans(dynamodb: Any, s3: S3Client, scans_table: str, results_bucket: str, folder: Path) -> int:
+    """Put the saved scans back: items and results objects (the manifests' notifications are not sent
+    again: the results bucket's notifications are off meanwhile)."""
+    files = sorted(folder.glob("*.tar.gz")) if folder.is_dir() else []
+    if not files:
+        return 0
+    current: dict[str, Any] = dict(s3.get_bucket_notification_configuration(Bucket=results_bucket))
+    notifications: Any = {k: v for k, v in current.items() if k != "ResponseMetadata"}
+    s3.put_bucket_notification_configuration(Bucket=results_bucket, NotificationConfiguration={})
+    try:
+        for path in files:
+            with tarfile.open(path) as tar:
+                for member in tar:
+                    body = tar.extractfile(member)
+                    if body is None:
+                        continue
+                    if member.name == _ITEM:
+                        dynamodb.put_item(TableName=scans_table, Item=json.loads(body.read()))
+                    else:
+                        s3.put_object(Bucket=results_bucket, Key=member.name, Body=body.read())
+    finally:
+        s3.put_bucket_notification_configuration(
+            Bucket=results_bucket, NotificationConfiguration=notifications
+        )
+    return len(files)

@@ -19,7 +19,7 @@ from typing import Any
 from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.expressions.update import Action
-from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from dropscan.keys import ROOT, is_upload_part
@@ -36,6 +36,17 @@ class OpenScans(GlobalSecondaryIndex["ScanItem"]):
         projection = KeysOnlyProjection()
 
     pending = UnicodeAttribute(hash_key=True)
+    created_at = UnicodeAttribute(range_key=True)
+
+
+class ProductScans(GlobalSecondaryIndex["ScanItem"]):
+    """Every scan of a supplier's product (``product_key``, set by finalize), by creation time."""
+
+    class Meta:
+        index_name = "product-scans"
+        projection = AllProjection()
+
+    product_key = UnicodeAttribute(hash_key=True)
     created_at = UnicodeAttribute(range_key=True)
 
 
@@ -67,7 +78,12 @@ class ScanItem(Model):
     finalized_at = UnicodeAttribute(null=True)
     finalizer = UnicodeAttribute(null=True)  # the finalize message that claimed the scan
     pending = UnicodeAttribute(null=True)  # OPEN until the scan has its manifest (set_status terminal)
+    product = UnicodeAttribute(null=True)  # the product the drop is a release of (finalize)
+    product_key = UnicodeAttribute(null=True)  # "<supplier>/<product>": the product-scans index
+    finished_at = UnicodeAttribute(null=True)  # when its manifest was written
+    outcome = MapAttribute[str, Any](null=True)  # verdict and counts of its manifest, for the history
     open_scans = OpenScans()
+    product_scans = ProductScans()
 
 
 def now() -> str:
@@ -231,11 +247,16 @@ class ScanStore:
             raise
         return True
 
-    def set_status(self, scan_id: str, status: str, reason: str | None = None) -> None:
+    def set_status(
+        self, scan_id: str, status: str, reason: str | None = None, *, outcome: dict[str, Any] | None = None
+    ) -> None:
+        """``outcome``: the manifest's verdict and counts, kept for ``dropscan history``."""
         item = self.model(scan_id)
         actions: list[Action] = [self.model.status.set(status)]
         if reason:
             actions.append(self.model.reason.set(reason))
+        if outcome is not None:
+            actions += [self.model.outcome.set(outcome), self.model.finished_at.set(now())]
         if status in TERMINAL:
             actions.append(self.model.pending.remove())  # out of the open-scans index
         item.update(actions=actions)
@@ -267,6 +288,33 @@ class ScanStore:
                 return False
             raise
         return True
+
+    def set_product(self, scan_id: str, key: str, product: str) -> None:
+        """File the scan under its product (``key`` from :func:`dropscan.keys.product_key`)."""
+        self.model(scan_id).update(actions=[self.model.product.set(product), self.model.product_key.set(key)])
+
+    def of_product(self, key: str, *, before: str | None = None) -> Iterator[dict[str, Any]]:
+        """The scans of a product, newest first (created at or before ``before``), as plain values."""
+        condition = self.model.created_at <= before if before is not None else None
+        for item in self.model.product_scans.query(key, condition, scan_index_forward=False):
+            yield {
+                "scan_id": item.scan_id,
+                "supplier": item.supplier,
+                "product": item.product,
+                "key": item.key,
+                "status": item.status,
+                "reason": item.reason,
+                "created_at": item.created_at,
+                "finished_at": item.finished_at,
+                "outcome": item.outcome.as_dict() if item.outcome else None,
+            }
+
+    def previous_complete(self, key: str, scan_id: str, created_at: str) -> dict[str, Any] | None:
+        """The newest complete scan of a product created before ``scan_id`` (at ``created_at``)."""
+        for s in self.of_product(key, before=created_at):
+            if s["scan_id"] != scan_id and s["status"] == "complete" and s["finished_at"]:
+                return s
+        return None
 
     def open_before(self, cutoff: str) -> Iterator[str]:
         """Ids of the scans without a manifest created before ``cutoff`` (ISO time), oldest first."""

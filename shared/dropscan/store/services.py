@@ -12,6 +12,7 @@ from botocore.config import Config
 
 from dropscan.settings import Settings, get_settings
 from dropscan.settings import reset as settings_reset
+from dropscan.store.decisions import DecisionStore
 from dropscan.store.objects import Objects
 from dropscan.store.releases import Releases
 from dropscan.store.scans import ScanStore
@@ -92,6 +93,15 @@ class Services:
         """Powertools' idempotency records (see ``dropscan.store.idempotency``), on this bundle's client."""
         return DynamoDBPersistenceLayer(
             table_name=self.settings.idempotency_table, boto3_client=self.dynamodb
+        )
+
+    def decisions(self) -> DecisionStore:
+        """Auditors' decisions (read only here: the functions never write them), with its own counts."""
+        return DecisionStore(
+            self.dynamodb,
+            self.settings.decisions_table,
+            concurrency=self.settings.dynamodb_concurrency,
+            forked_reads=self.settings.dynamodb_reads == "forked",
         )
 
     def upstream(self) -> UpstreamDB:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +17,10 @@ import boto3
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
-from dropscan.keys import manifest_key, release_error_key, release_key, scan_id_for
-from dropscan.models import Trust
+from dropscan.keys import manifest_key, product_key, release_error_key, release_key, scan_id_for
+from dropscan.models import Decision, Trust
+from dropscan.store.decisions import DecisionStore
+from dropscan.store.scans import ScanStore
 from dropscan.store.upstream import UpstreamDB
 from dropscan.store.work import object_exists
 
@@ -45,6 +47,8 @@ class StackNames:
     upstream_bucket: str
     upstream_table: str
     topic_arn: str
+    scans_table: str = ""
+    decisions_table: str = ""
 
     @classmethod
     def from_outputs(cls, outputs: dict[str, str]) -> StackNames:
@@ -54,6 +58,8 @@ class StackNames:
             upstream_bucket=outputs["UpstreamBucketName"],
             upstream_table=outputs["UpstreamTableName"],
             topic_arn=outputs["NotificationTopicArn"],
+            scans_table=outputs.get("ScansTableName", ""),
+            decisions_table=outputs.get("DecisionsTableName", ""),
         )
 
     @classmethod
@@ -88,6 +94,22 @@ class Client:
         dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
         self.db = UpstreamDB(dynamodb, names.upstream_table, concurrency=db_concurrency)
         self.changed = False  # whether this client altered the upstream database
+        self.decisions = DecisionStore(dynamodb, names.decisions_table)
+        region = session.region_name or "us-east-1"
+        self.scans = ScanStore(names.scans_table, region=region, host=endpoint_url)
+        self.decided = False  # whether this client recorded decisions
+
+    def existing_decisions(self, decisions: Sequence[Decision]) -> dict[tuple[str, str], Decision]:
+        return self.decisions.existing(decisions)
+
+    def write_decisions(self, decisions: Sequence[Decision]) -> None:
+        if decisions:
+            self.decisions.put(decisions)
+            self.decided = True
+
+    def history(self, supplier: str, product: str) -> list[dict[str, Any]]:
+        """The scans of a supplier's product, oldest first."""
+        return list(reversed(list(self.scans.of_product(product_key(supplier, product)))))
 
     def set_trust(self, package: str, trust: Trust) -> None:
         self.db.set_trust(package, trust)
