@@ -24,9 +24,9 @@ from dropscan.store.upstream import (
     FORMS,
     PACKAGES_PER_ITEM,
     UpstreamDB,
-    _info_of,
     _layout,
     contributions_of,
+    info_of,
     shard_of,
 )
 
@@ -370,6 +370,6 @@ def test_an_items_layout_reads_back_as_what_was_merged(
     values = [json.loads(v) for v in _layout(A, info, more, [])]
     assert len(values) == 1 + (len(ranges) - 1) // PACKAGES_PER_ITEM
     assert all(len(v["p"]) <= PACKAGES_PER_ITEM for v in values)
-    back = _info_of(values[0], values[1:])
+    back = info_of(values[0], values[1:])
     assert back == info
     assert {k: values[0][k] for k in more} == more

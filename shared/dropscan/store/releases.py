@@ -7,7 +7,7 @@ import gzip
 import json
 from typing import TYPE_CHECKING, Any
 
-from dropscan.keys import release_error_key, release_key, release_report_key
+from dropscan.keys import git_report_key, git_state_key, release_error_key, release_key, release_report_key
 from dropscan.models import Release
 
 if TYPE_CHECKING:
@@ -71,3 +71,19 @@ class Releases:
             Key=release_error_key(package, version),
             Body=json.dumps({"key": key, "error": error}).encode(),
         )
+
+    def git_state(self, package: str) -> dict[str, Any] | None:
+        """What earlier ingests of the package's git repository did (None: none did)."""
+        try:
+            body = self.s3.get_object(Bucket=self.bucket, Key=git_state_key(package))["Body"].read()
+        except self.s3.exceptions.NoSuchKey:
+            return None
+        state: dict[str, Any] = json.loads(gzip.decompress(body))
+        return state
+
+    def put_git_state(self, package: str, state: dict[str, Any]) -> None:
+        body = gzip.compress(json.dumps(state, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+        self.s3.put_object(Bucket=self.bucket, Key=git_state_key(package), Body=body)
+
+    def put_git_report(self, package: str, report: dict[str, Any]) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=git_report_key(package), Body=json.dumps(report).encode())

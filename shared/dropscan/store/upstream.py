@@ -181,11 +181,8 @@ def contributions_of(
                     c.extra["kw"] = f.kw
                 if f.ws != f.sha256:
                     c.extra["ws"] = f.ws
-                if history is not None:
-                    c.add_history(package, history)
-            elif rng is None and package not in c.ranges and package not in c.history:
-                # a history-only normal form still names its package (its provenance is the raw file's)
-                c.add_history(package, {})
+            if history is not None:  # a normal form carries its raw file's provenance
+                c.add_history(package, history)
     return out
 
 
@@ -205,10 +202,10 @@ class _Stored:
     current: bool  # in the current layout (else rewritten on the next merge)
 
     def info(self) -> DigestInfo:
-        return _info_of(self.head or {}, self.pages)
+        return info_of(self.head or {}, self.pages)
 
 
-def _info_of(head: Mapping[str, Any], pages: Iterable[Mapping[str, Any]]) -> DigestInfo:
+def info_of(head: Mapping[str, Any], pages: Iterable[Mapping[str, Any]]) -> DigestInfo:
     ranges: dict[str, VersionRange] = {}
     history: dict[str, Provenance] = {}
     for value in (head, *pages):
@@ -269,7 +266,7 @@ def _order_of(stored: _Stored | None) -> list[str]:
     return out
 
 
-def _head_of(raw: dict[str, Any]) -> tuple[str, dict[str, Any], bool]:
+def head_of(raw: dict[str, Any]) -> tuple[str, dict[str, Any], bool]:
     """(digest, head value as the current layout writes it, whether the item is in that layout)."""
     digest, info, current = digest_from_raw(raw)
     value = json.loads(raw["v"]["S"]) if "v" in raw else info_to_json(info)
@@ -327,11 +324,11 @@ class UpstreamDB:
         if projected:
             try:
                 raws = self.batch.get_many(keys, projection=LOOKUP_PROJECTION)
-                parsed = [(raw, _head_of(raw)) for raw in raws]
+                parsed = [(raw, head_of(raw)) for raw in raws]
             except KeyError:  # a table written before ``v`` held the key: its items can only be read whole
                 raws = None
         if raws is None:
-            parsed = [(raw, _head_of(raw)) for raw in self.batch.get_many(keys)]
+            parsed = [(raw, head_of(raw)) for raw in self.batch.get_many(keys)]
         for _, (digest, head, current) in parsed:
             heads[digest] = _Stored(head, [], current)
         paged = {d: int(st.head.get("o", 0)) for d, st in heads.items() if st.head}
@@ -378,7 +375,7 @@ class UpstreamDB:
 
     def is_known(self, sha256: str) -> bool:
         item = self.client.get_item(TableName=self.table, Key={"pk": {"S": sha256}}).get("Item")
-        return item is not None and "raw" in _head_of(item)[1].get("f", ())
+        return item is not None and "raw" in head_of(item)[1].get("f", ())
 
     # -------------------------------------------------------------- writes
     def add_release(

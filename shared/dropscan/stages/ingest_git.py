@@ -1,0 +1,221 @@
+"""Ingest an upstream git repository: its tags as releases, with ``history`` every blob of every commit
+with its provenance; incremental (what earlier runs did is in the package's git state).
+
+Each distinct blob is read and hashed once, ever: its digests are kept in the state, so a later run
+that meets it in a new tag widens its range without reading it. The database gets one contribution per
+digest for the whole run (its range over every new tag holding it), merged shard by shard.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dropscan.digest import digest_bytes
+from dropscan.gitrepo import Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
+from dropscan.models import FileDigests, Release, Trust, VersionRange, version_key
+from dropscan.store.releases import Releases
+from dropscan.store.upstream import Contribution, UpstreamDB, contributions_of
+
+STATE_FORMAT = 1
+EMPTY = digest_bytes(b"")
+#: missing blobs named in the report (all are counted)
+MISSING_NAMED = 100
+
+
+@dataclass
+class GitIngestOptions:
+    tags: str = "*"
+    version_from: re.Pattern[str] | None = None
+    history: bool = False
+    trust: Trust | None = None
+    source: str = ""  # what the report names as the repository (a path, a bundle key)
+
+
+@dataclass
+class _Run:
+    """One run's working state: the blobs it knows (from the state and hashed now) and what it found."""
+
+    blobs: dict[str, list[str]]  # blob id -> [sha256, kw, ws, first release tag or ""]
+    read: int = 0
+    bytes_read: int = 0
+    missing: dict[str, list[str]] = field(default_factory=dict)  # blob id -> paths
+
+    def digests(self, repo: GitRepo, entry: Entry) -> list[str] | None:
+        """The blob's [sha256, kw, ws, tag], read and hashed the first time it is met."""
+        if entry.link:  # a symbolic link: recorded as an archive's walk records one, no content
+            return [EMPTY.sha256, EMPTY.sha256, EMPTY.sha256, ""]
+        known = self.blobs.get(entry.blob)
+        if known is not None:
+            return known
+        if entry.blob in self.missing:
+            paths = self.missing[entry.blob]
+            if entry.path not in paths and len(paths) < 4:
+                paths.append(entry.path)
+            return None
+        data = repo.read(entry.blob)
+        if data is None:
+            self.missing[entry.blob] = [entry.path]
+            return None
+        d = digest_bytes(data, entry.path)
+        self.read += 1
+        self.bytes_read += len(data)
+        known = self.blobs[entry.blob] = [d.sha256, d.kw, d.ws, ""]
+        return known
+
+
+def ingest_git(
+    repo: GitRepo,
+    package: str,
+    db: UpstreamDB,
+    releases: Releases,
+    options: GitIngestOptions,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Ingest what is new in ``repo`` for ``package``; returns the run's report (also stored)."""
+    say = progress or (lambda _text: None)
+    started = time.perf_counter()
+    state = releases.git_state(package) or {}
+    if state.get("format", STATE_FORMAT) != STATE_FORMAT:
+        state = {}
+    run = _Run(blobs=state.get("blobs", {}))
+    old_tags: dict[str, str] = state.get("tags", {})
+    tags = repo.tags(options.tags, options.version_from)
+    new_tags = [t for t in tags if old_tags.get(t.name) != t.commit]
+    say(f"{len(tags)} tags, {len(new_tags)} new")
+
+    hulls = _releases(repo, package, new_tags, run, releases, say)
+    seconds = {"tags": time.perf_counter() - started}
+
+    first_commit: dict[str, FirstSeen] = {}
+    commits = 0
+    tips: list[str] = state.get("history_tips", [])
+    if options.history:
+        mark = time.perf_counter()
+        first_commit, commits, tips = _history(repo, run, hulls, tips, say)
+        seconds["history"] = time.perf_counter() - mark
+
+    mark = time.perf_counter()
+    contributions = _contributions(package, run, hulls, first_commit)
+    written = db.merge(contributions) if contributions else 0
+    seconds["merge"] = time.perf_counter() - mark
+    for tag in new_tags:  # last: a registered release has its digests and its path list
+        db.register(package, tag.version, options.trust)
+    if not new_tags and (options.trust is not None or package not in db.packages([package])):
+        db.set_trust(package, options.trust or Trust.HIGH)  # a package known by its history alone
+
+    new_state = {
+        "format": STATE_FORMAT,
+        "package": package,
+        "tags": {**old_tags, **{t.name: t.commit for t in new_tags}},
+        "history_tips": tips,
+        "blobs": run.blobs,
+    }
+    changed = bool(new_tags or first_commit or run.read) or tips != state.get("history_tips", [])
+    if changed:
+        releases.put_git_state(package, new_state)
+    missing = sorted(run.missing.items())
+    report: dict[str, Any] = {
+        "package": package,
+        "repository": options.source,
+        "tags": {"matching": len(tags), "new": len(new_tags), "versions": [t.version for t in new_tags]},
+        "commits": commits,
+        "blobs": {
+            "known": len(run.blobs),
+            "read": run.read,
+            "bytes_read": run.bytes_read,
+            "in_history": len(first_commit),
+            "missing": len(missing),
+            "missing_named": [{"blob": b, "paths": p} for b, p in missing[:MISSING_NAMED]],
+            "missing_trees": sorted(repo.missing_trees)[:MISSING_NAMED],
+        },
+        "digests": len(contributions),
+        "items_written": written,
+        "dynamodb": db.stats.as_dict(),
+        "seconds": {k: round(v, 3) for k, v in {**seconds, "total": time.perf_counter() - started}.items()},
+    }
+    if changed:
+        releases.put_git_report(package, report)
+    return report
+
+
+def _releases(
+    repo: GitRepo,
+    package: str,
+    tags: list[Tag],
+    run: _Run,
+    releases: Releases,
+    say: Callable[[str], None],
+) -> dict[str, list[str]]:
+    """Each new tag's path list saved; every blob's range over the new tags ([lo, hi] by version)."""
+    hulls: dict[str, list[str]] = {}
+    for n, tag in enumerate(sorted(tags, key=lambda t: version_key(t.version)), 1):
+        files: dict[str, str] = {}
+        for entry in repo.files(tag.commit):
+            known = run.digests(repo, entry)
+            if known is None:
+                continue
+            files[entry.path] = known[0]
+            key = f"link:{known[0]}" if entry.link else entry.blob
+            hull = hulls.get(key)
+            if hull is None:
+                hulls[key] = [tag.version, tag.version]
+            else:  # tags go in version order: only the top can move
+                hull[1] = tag.version
+            if not entry.link and not known[3]:
+                known[3] = tag.name
+        releases.save(Release(package, tag.version, files))
+        if n % 20 == 0:
+            say(f"tags: {n} of {len(tags)}, {len(run.blobs)} blobs")
+    return hulls
+
+
+def _history(
+    repo: GitRepo, run: _Run, hulls: dict[str, list[str]], hide: list[str], say: Callable[[str], None]
+) -> tuple[dict[str, FirstSeen], int, list[str]]:
+    """(blob -> its first commit and paths, commits walked, the tips walked to) of the commits not
+    reachable from ``hide``; every blob met is hashed (once)."""
+    first_commit: dict[str, FirstSeen] = {}
+    commits = 0
+    for commit, entries in repo.history(hide):
+        commits += 1
+        seen: FirstSeen | None = None
+        for entry in entries:
+            if entry.link:
+                continue
+            prov = first_commit.get(entry.blob)
+            if prov is None:
+                if hide and entry.blob in run.blobs and entry.blob not in hulls:
+                    continue  # met by an earlier run's history: its provenance is written
+                seen = seen or first_seen(commit)
+                prov = first_commit[entry.blob] = FirstSeen(seen.commit, seen.date, seen.subject)
+                run.digests(repo, entry)
+            add_path(prov, entry.path)
+        if commits % 2000 == 0:
+            say(f"history: {commits} commits, {len(first_commit)} blobs")
+    return first_commit, commits, repo.ref_tips()
+
+
+def _contributions(
+    package: str, run: _Run, hulls: dict[str, list[str]], first_commit: dict[str, FirstSeen]
+) -> dict[str, Contribution]:
+    out: dict[str, Contribution] = {}
+    for key, (lo, hi) in hulls.items():
+        if key.startswith("link:"):
+            fd = FileDigests(EMPTY.sha256, EMPTY.sha256, EMPTY.sha256)
+            contributions_of([fd], package, VersionRange(lo, hi), into=out)
+            continue
+        sha, kw, ws, tag = run.blobs[key]
+        prov = first_commit.get(key)
+        history = {**prov.as_json(), **({"r": tag} if tag else {})} if prov else None
+        contributions_of([FileDigests(sha, kw, ws)], package, VersionRange(lo, hi), into=out, history=history)
+    for blob, prov in first_commit.items():
+        if blob in hulls or blob not in run.blobs:
+            continue  # in a new release (done above), or missing
+        sha, kw, ws, tag = run.blobs[blob]
+        history = {**prov.as_json(), **({"r": tag} if tag else {})}
+        contributions_of([FileDigests(sha, kw, ws)], package, None, into=out, history=history)
+    return out
