@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,8 @@ NESTED = "!/"
 #: below this share of its non-empty files explained, a component is not forced onto a release
 MIN_IDENTIFIED = 0.30
 MAX_EXTRA_LEADING = 3
+#: releases whose path lists finalize reads per component, the best ranked by range counts
+TOP_CANDIDATES = 3
 
 
 def component_of(path: str) -> str:
@@ -89,22 +92,78 @@ def candidate_releases(
     files: Iterable[dict[str, Any]], packages: Mapping[str, PackageInfo]
 ) -> list[tuple[str, str]]:
     """(package, version) pairs within the version ranges of the component's matched digests."""
-    ranges: dict[str, tuple[str, str]] = {}
+    return sorted((p, v) for p, v, _ in rank_releases(files, packages))
+
+
+def _ranges(files: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str, str]]:
+    """(package, lowest, highest) of every release range of the non-empty files' matches."""
     for f in files:
+        if f["size"] == 0:
+            continue
         for ref in f.get("upstream") or []:
-            lo, hi = ref["versions"][0], ref["versions"][-1]
-            old = ranges.get(ref["package"])
-            if old:
-                lo = min(old[0], lo, key=version_key)
-                hi = max(old[1], hi, key=version_key)
-            ranges[ref["package"]] = (lo, hi)
-    out = []
-    for pkg, (lo, hi) in sorted(ranges.items()):
-        info = packages.get(pkg)
-        for v in info.versions if info else (lo, hi):
-            if version_key(lo) <= version_key(v) <= version_key(hi):
-                out.append((pkg, v))
-    return sorted(set(out))
+            if ref["versions"]:
+                yield ref["package"], ref["versions"][0], ref["versions"][-1]
+
+
+def rank_releases(
+    files: Iterable[dict[str, Any]], packages: Mapping[str, PackageInfo]
+) -> list[tuple[str, str, int]]:
+    """(package, version, how many non-empty files' ranges hold it) for every release any range holds,
+    most first (ties: the newer first).
+
+    Computed from the ranges the lookups returned, one pass over the files and one over each package's
+    versions (a difference array): no path list is read, whatever the number of releases. A range is the
+    lowest and highest release holding a digest, so a file that left and came back is counted in the
+    releases between: the ranking picks candidates, whose path lists then decide (:func:`resolve_component`).
+    """
+    keys = {p: [version_key(v) for v in info.versions] for p, info in packages.items()}
+    diffs: dict[str, list[int]] = {}
+    loose: Counter[tuple[str, str]] = Counter()  # ranges of packages without a registered version list
+    for pkg, lo, hi in _ranges(files):
+        vkeys = keys.get(pkg)
+        if not vkeys:
+            loose[(pkg, lo)] += 1
+            if hi != lo:
+                loose[(pkg, hi)] += 1
+            continue
+        diff = diffs.setdefault(pkg, [0] * (len(vkeys) + 1))
+        diff[bisect_left(vkeys, version_key(lo))] += 1
+        diff[bisect_right(vkeys, version_key(hi))] -= 1
+    out = [(p, v, n) for (p, v), n in loose.items()]
+    for pkg, diff in diffs.items():
+        running = 0
+        for version, step in zip(packages[pkg].versions, diff, strict=False):
+            running += step
+            if running > 0:
+                out.append((pkg, version, running))
+    out.sort(key=lambda t: (t[0], version_key(t[1])), reverse=True)
+    out.sort(key=lambda t: -t[2])  # stable: among equal counts, the newer release first
+    return out
+
+
+def releases_holding(ref: Mapping[str, Any], packages: Mapping[str, PackageInfo]) -> int:
+    """How many registered releases of the ref's package lie in its range (0: history only)."""
+    if not ref["versions"]:
+        return 0
+    info = packages.get(ref["package"])
+    if info is None or not info.versions:
+        return 1 if ref["versions"][0] == ref["versions"][-1] else 2
+    vkeys = [version_key(v) for v in info.versions]
+    lo, hi = version_key(ref["versions"][0]), version_key(ref["versions"][-1])
+    return bisect_right(vkeys, hi) - bisect_left(vkeys, lo)
+
+
+def _summary(ident: Identification) -> dict[str, Any] | None:
+    rel = ident.release
+    if rel is None:
+        return None
+    return {
+        "package": rel.package,
+        "version": rel.version,
+        "files": ident.explained,
+        "match_pct": ident.match_pct,
+        "missing": len(ident.missing),
+    }
 
 
 def resolve_component(
@@ -115,12 +174,23 @@ def resolve_component(
 ) -> dict[str, Any]:
     """Identify the component's release, settle modified/added, and return its manifest entry.
 
-    Mutates ``files``: each gets its ``component`` and a final ``class``.
+    The releases are ranked by their range counts (:func:`rank_releases`); the path lists of the
+    :data:`TOP_CANDIDATES` first are read and decide, by files explained and then fewest missing: the
+    nearest release and the runner-up, each with its score. Mutates ``files``: each gets its
+    ``component`` and a final ``class``, and each upstream reference the number of releases holding it.
     """
-    releases = [r for pv in candidate_releases(files, packages) if (r := load(*pv)) is not None]
-    ident = identify(files, prefix, releases)
+    ranked = rank_releases(files, packages)
+    top = [r for p, v, _ in ranked[:TOP_CANDIDATES] if (r := load(p, v)) is not None]
+    scored = sorted(
+        (identify(files, prefix, [r]) for r in top),
+        key=lambda i: (i.explained, -len(i.missing)),
+        reverse=True,
+    )
+    ident = scored[0] if scored else identify(files, prefix, [])
     for f in files:
         f["component"] = prefix
+        for ref in f.get("upstream") or []:
+            ref["releases"] = releases_holding(ref, packages)
         if f["class"] is None:
             aligned = ident.aligned.get(f["path"])
             in_upstream = ident.release is not None and aligned in ident.upstream_paths
@@ -136,6 +206,9 @@ def resolve_component(
         "files": len(files),
         "classes": {c.value: counts.get(c.value, 0) for c in CLASS_ORDER},
         "missing": ident.missing,
+        "nearest": _summary(scored[0]) if rel and scored else None,
+        "runner_up": _summary(scored[1]) if len(scored) > 1 else None,
+        "releases_in_range": len(ranked),
     }
 
 
