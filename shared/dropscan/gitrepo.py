@@ -186,6 +186,11 @@ def first_seen(commit: pygit2.Commit) -> FirstSeen:
     return FirstSeen(str(commit.id), when, subject)
 
 
+#: a path longer than this is cut in a provenance (an item's size stays bounded)
+PATH_CHARS = 256
+
+
 def add_path(seen: FirstSeen, path: str) -> None:
+    path = path[:PATH_CHARS]
     if path not in seen.paths and len(seen.paths) < PROVENANCE_PATHS:
         seen.paths.append(path)

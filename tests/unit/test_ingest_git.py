@@ -204,6 +204,10 @@ def test_a_missing_blob_is_counted_and_named_and_the_rest_ingested(upstream_repo
     assert report["blobs"]["missing_named"] == [{"blob": blob, "paths": ["main.c"]}]
     assert releases.load("foo", "1.0").files == {"LICENSE": sha(LICENCE)}
     assert set(db.lookup([sha(LICENCE), sha(FIX)])) == {sha(LICENCE), sha(FIX)}
+    # and a later run with nothing new still names it
+    again = run(upstream_repo, aws, history=True)
+    assert again["blobs"]["missing_named"] == [{"blob": blob, "paths": ["main.c"]}]
+    assert again["blobs"]["missing_met_now"] == 0 and again["items_written"] == 0
 
 
 def test_normal_forms_of_a_history_blob_carry_its_provenance(tmp_path: Path, aws: Any) -> None:

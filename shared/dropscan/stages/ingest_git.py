@@ -78,10 +78,12 @@ def ingest_git(
     """Ingest what is new in ``repo`` for ``package``; returns the run's report (also stored)."""
     say = progress or (lambda _text: None)
     started = time.perf_counter()
+    calls_before = db.stats.as_dict()
     state = releases.git_state(package) or {}
     if state.get("format", STATE_FORMAT) != STATE_FORMAT:
         state = {}
     run = _Run(blobs=state.get("blobs", {}))
+    known_missing: dict[str, list[str]] = state.get("missing", {})
     old_tags: dict[str, str] = state.get("tags", {})
     tags = repo.tags(options.tags, options.version_from)
     new_tags = [t for t in tags if old_tags.get(t.name) != t.commit]
@@ -107,17 +109,20 @@ def ingest_git(
     if not new_tags and (options.trust is not None or package not in db.packages([package])):
         db.set_trust(package, options.trust or Trust.HIGH)  # a package known by its history alone
 
-    new_state = {
+    still_missing = {b: p for b, p in {**known_missing, **run.missing}.items() if b not in run.blobs}
+    new_state: dict[str, Any] = {
         "format": STATE_FORMAT,
         "package": package,
         "tags": {**old_tags, **{t.name: t.commit for t in new_tags}},
         "history_tips": tips,
         "blobs": run.blobs,
+        # blobs this copy lacked: named again by every later run, read again when met again
+        "missing": still_missing,
     }
     changed = bool(new_tags or first_commit or run.read) or tips != state.get("history_tips", [])
     if changed:
         releases.put_git_state(package, new_state)
-    missing = sorted(run.missing.items())
+    missing = sorted(still_missing.items())
     report: dict[str, Any] = {
         "package": package,
         "repository": options.source,
@@ -129,12 +134,13 @@ def ingest_git(
             "bytes_read": run.bytes_read,
             "in_history": len(first_commit),
             "missing": len(missing),
+            "missing_met_now": len(run.missing),
             "missing_named": [{"blob": b, "paths": p} for b, p in missing[:MISSING_NAMED]],
             "missing_trees": sorted(repo.missing_trees)[:MISSING_NAMED],
         },
         "digests": len(contributions),
         "items_written": written,
-        "dynamodb": db.stats.as_dict(),
+        "dynamodb": {k: v - calls_before.get(k, 0) for k, v in db.stats.as_dict().items()},
         "seconds": {k: round(v, 3) for k, v in {**seconds, "total": time.perf_counter() - started}.items()},
     }
     if changed:
