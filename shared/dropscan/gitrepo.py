@@ -143,10 +143,12 @@ class GitRepo:
                 elif mode != GITLINK:
                     add(Entry(name, str(entry.id), mode == LINK))  # type: ignore[operator]
 
-    def history(self, hide: list[str]) -> Iterator[tuple[pygit2.Commit, list[Entry]]]:
-        """Each commit reachable from a ref and not from ``hide``, parents first, with the files of its
-        tree that no earlier commit of this walk had in a tree of the same id (new trees only)."""
-        tips = self.ref_tips()
+    def history(
+        self, hide: list[str], tips: list[str] | None = None
+    ) -> Iterator[tuple[pygit2.Commit, list[Entry]]]:
+        """Each commit reachable from ``tips`` (default: every ref) and not from ``hide``, parents first,
+        with the files of its tree that no earlier commit of this walk had in a tree of the same id."""
+        tips = self.ref_tips() if tips is None else tips
         if not tips:
             return
         walker = self.repo.walk(None, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)

@@ -39,6 +39,11 @@ def git_report_key(package: str) -> str:
     return f"git/{package}/report.json"
 
 
+def git_pack_prefix(package: str) -> str:
+    """Where the packs of a package's bundles are kept: an incremental bundle's objects stand on them."""
+    return f"git/{package}/packs/"
+
+
 def parse_git_bundle_key(key: str) -> tuple[str, str] | None:
     """``upstream/<package>/git/<name>.bundle`` -> (package, name); None for any other key."""
     m = _GIT_BUNDLE.match(key)

@@ -9,16 +9,26 @@ digest for the whole run (its range over every new tag holding it), merged shard
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from aws_lambda_powertools import Logger
+
 from dropscan.digest import digest_bytes
+from dropscan.gitbundle import init_repo, unbundle
 from dropscan.gitrepo import Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
+from dropscan.keys import parse_git_bundle_key
 from dropscan.models import FileDigests, Release, Trust, VersionRange, version_key
 from dropscan.store.releases import Releases
+from dropscan.store.services import Services
 from dropscan.store.upstream import Contribution, UpstreamDB, contributions_of
+
+logger = Logger(service="dropscan", child=True)
 
 STATE_FORMAT = 1
 EMPTY = digest_bytes(b"")
@@ -33,6 +43,9 @@ class GitIngestOptions:
     history: bool = False
     trust: Trust | None = None
     source: str = ""  # what the report names as the repository (a path, a bundle key)
+    #: asked after each tag and every 500 commits: True stops the run there, at a checkpoint (what is
+    #: done is merged, registered and in the state; the next run goes on from it)
+    stop: Callable[[], bool] = field(default=lambda: False)
 
 
 @dataclass
@@ -89,15 +102,16 @@ def ingest_git(
     new_tags = [t for t in tags if old_tags.get(t.name) != t.commit]
     say(f"{len(tags)} tags, {len(new_tags)} new")
 
-    hulls = _releases(repo, package, new_tags, run, releases, say)
+    hulls, new_tags = _releases(repo, package, new_tags, run, releases, say, options.stop)
     seconds = {"tags": time.perf_counter() - started}
+    complete = len(new_tags) == len([t for t in tags if old_tags.get(t.name) != t.commit])
 
     first_commit: dict[str, FirstSeen] = {}
     commits = 0
     tips: list[str] = state.get("history_tips", [])
-    if options.history:
+    if options.history and complete:
         mark = time.perf_counter()
-        first_commit, commits, tips = _history(repo, run, hulls, tips, say)
+        first_commit, commits, tips, complete = _history(repo, run, hulls, tips, say, options.stop)
         seconds["history"] = time.perf_counter() - mark
 
     mark = time.perf_counter()
@@ -126,6 +140,7 @@ def ingest_git(
     report: dict[str, Any] = {
         "package": package,
         "repository": options.source,
+        "complete": complete,
         "tags": {"matching": len(tags), "new": len(new_tags), "versions": [t.version for t in new_tags]},
         "commits": commits,
         "blobs": {
@@ -155,9 +170,12 @@ def _releases(
     run: _Run,
     releases: Releases,
     say: Callable[[str], None],
-) -> dict[str, list[str]]:
-    """Each new tag's path list saved; every blob's range over the new tags ([lo, hi] by version)."""
+    stop: Callable[[], bool],
+) -> tuple[dict[str, list[str]], list[Tag]]:
+    """Each new tag's path list saved; every blob's range over the new tags ([lo, hi] by version); the
+    tags done (all, unless ``stop`` said so)."""
     hulls: dict[str, list[str]] = {}
+    done: list[Tag] = []
     for n, tag in enumerate(sorted(tags, key=lambda t: version_key(t.version)), 1):
         files: dict[str, str] = {}
         for entry in repo.files(tag.commit):
@@ -174,20 +192,35 @@ def _releases(
             if not entry.link and not known[3]:
                 known[3] = tag.name
         releases.save(Release(package, tag.version, files))
+        done.append(tag)
         if n % 20 == 0:
             say(f"tags: {n} of {len(tags)}, {len(run.blobs)} blobs")
-    return hulls
+        if n < len(tags) and stop():
+            say(f"stopping at a checkpoint after {n} of {len(tags)} tags")
+            break
+    return hulls, done
 
 
 def _history(
-    repo: GitRepo, run: _Run, hulls: dict[str, list[str]], hide: list[str], say: Callable[[str], None]
-) -> tuple[dict[str, FirstSeen], int, list[str]]:
-    """(blob -> its first commit and paths, commits walked, the tips walked to) of the commits not
-    reachable from ``hide``; every blob met is hashed (once)."""
+    repo: GitRepo,
+    run: _Run,
+    hulls: dict[str, list[str]],
+    hide: list[str],
+    say: Callable[[str], None],
+    stop: Callable[[], bool],
+) -> tuple[dict[str, FirstSeen], int, list[str], bool]:
+    """(blob -> its first commit and paths, commits walked, what the next run hides, whether the walk
+    ended) of the commits not reachable from ``hide``; every blob met is hashed (once).
+
+    Commits come parents first, so the commits walked when ``stop`` says so hold all their own
+    ancestors: hiding them (with ``hide``) is where the next run goes on."""
     first_commit: dict[str, FirstSeen] = {}
     commits = 0
-    for commit, entries in repo.history(hide):
+    walked: list[str] = []
+    tips = repo.ref_tips()
+    for commit, entries in repo.history(hide, tips):
         commits += 1
+        walked.append(str(commit.id))
         seen: FirstSeen | None = None
         for entry in entries:
             if entry.link:
@@ -202,7 +235,10 @@ def _history(
             add_path(prov, entry.path)
         if commits % 2000 == 0:
             say(f"history: {commits} commits, {len(first_commit)} blobs")
-    return first_commit, commits, repo.ref_tips()
+        if commits % 500 == 0 and stop():
+            say(f"stopping at a checkpoint after {commits} commits")
+            return first_commit, commits, hide + walked, False
+    return first_commit, commits, tips, True
 
 
 def _contributions(
@@ -225,3 +261,45 @@ def _contributions(
         history = {**prov.as_json(), **({"r": tag} if tag else {})}
         contributions_of([FileDigests(sha, kw, ws)], package, None, into=out, history=history)
     return out
+
+
+def ingest_bundle(
+    svc: Services, bucket: str, key: str, *, stop: Callable[[], bool] | None = None
+) -> dict[str, Any]:
+    """Ingest a git bundle uploaded to ``upstream/<package>/git/<name>.bundle``, with its history.
+
+    The repository is put together in scratch space from the packs of the package's earlier bundles
+    (an incremental bundle's objects stand on them) and this one's, whose pack is kept beside them.
+    Past ``IngestBudgetSeconds`` (or when ``stop`` says so) the run stops at a checkpoint, the git
+    state, and sends the ingest queue a message to go on; the next run starts from the state.
+    """
+    parsed = parse_git_bundle_key(key)
+    if parsed is None:
+        raise ValueError(f"not a git bundle key: {key!r} (upstream/<package>/git/<name>.bundle)")
+    package, _ = parsed
+    obj = svc.objects.head(bucket, key)
+    trust = Trust(obj.metadata["trust"]) if obj.metadata.get("trust") else None
+    if stop is None:
+        deadline = time.monotonic() + svc.settings.ingest_budget_seconds
+        stop = lambda: time.monotonic() > deadline  # noqa: E731
+    work = Path(tempfile.mkdtemp(prefix="git-"))
+    try:
+        repo_dir = work / "repo.git"
+        init_repo(repo_dir)
+        pack_dir = repo_dir / "objects" / "pack"
+        for pack_key in svc.releases.git_packs(package):
+            svc.releases.get_git_pack(pack_key, pack_dir)
+        unbundled = unbundle(svc.objects.open(bucket, key, obj.version_id), repo_dir)
+        if unbundled.pack is not None and unbundled.index is not None:
+            svc.releases.put_git_pack(package, unbundled.index)
+            svc.releases.put_git_pack(package, unbundled.pack)
+        options = GitIngestOptions(history=True, trust=trust, source=f"s3://{bucket}/{key}", stop=stop)
+        report = ingest_git(GitRepo(str(repo_dir)), package, svc.upstream(), svc.releases, options)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report["bundle_etag"] = obj.etag or ""
+    svc.releases.put_git_report(package, report)  # also when nothing was new: the uploader waits on it
+    if not report["complete"]:
+        svc.work.send_git_resume(bucket, key)
+    logger.info("git bundle ingested", extra={"key": key, **{k: report[k] for k in ("complete", "commits")}})
+    return report
