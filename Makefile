@@ -7,7 +7,7 @@ CASES_DIR ?= $(CURDIR)/.cache/cases
 CASES_SRC ?= $(firstword $(wildcard $(CURDIR)/../shared/cases /work/shared/cases))
 DEMO_SDISTS := docutils==0.19 docutils==0.20.1 docutils==0.21.2 requests==2.31.0
 
-.PHONY: install demo test lint format cases browser bench bench-linux fuzz clean
+.PHONY: install demo test lint format cases browser bench bench-linux bench-scale bench-git fuzz clean
 
 install: $(STAMP)
 
@@ -66,6 +66,17 @@ bench-linux: install
 	  $(BIN)/python $(CASES_SRC)/build_case.py bench/linux.json --cache $(CASES_DIR) --out .cache/bench/linux >/dev/null
 	$(BIN)/python -m dropscan.bench --upstream linux@6.1.176=$(CASES_DIR)/linux_6.1.176.orig.tar.xz \
 	  --drop .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz --runs 3 --out bench-out/linux
+
+# The upstream database at scale, synthetic (issue 23): finalize at 1, 100 and 1,000 releases, 10,000
+# packages sharing a licence, writes per release, fifty ingests at once. About 15 minutes.
+bench-scale: install
+	$(BIN)/python bench/scale.py --out bench-out/scale
+
+# ingest-git of a real repository (GIT_REPO, GIT_PACKAGE) against the floor of reading every object once
+GIT_REPO ?= /work/.mirror/mirror+busybox/repo
+GIT_PACKAGE ?= busybox
+bench-git: install
+	$(BIN)/python bench/git_ingest.py $(GIT_REPO) --package $(GIT_PACKAGE) --out bench-out/git
 
 # Coverage-guided fuzzing of the archive walker for FUZZ_SECONDS (atheris; crashes land in fuzz-out/).
 FUZZ_SECONDS ?= 120

@@ -24,8 +24,13 @@ def _rss_mib() -> float:
 def cat_file(repo: str, _limit: float) -> dict[str, Any]:
     started = time.perf_counter()
     with open("/dev/null", "wb") as null:
-        subprocess.run(["git", "--git-dir", repo, "cat-file", "--batch-all-objects", "--batch"], stdout=null, check=False)
-    return {"reader": "git cat-file --batch-all-objects --batch", "seconds": round(time.perf_counter() - started, 2)}
+        subprocess.run(
+            ["git", "--git-dir", repo, "cat-file", "--batch-all-objects", "--batch"], stdout=null, check=False
+        )
+    return {
+        "reader": "git cat-file --batch-all-objects --batch",
+        "seconds": round(time.perf_counter() - started, 2),
+    }
 
 
 def with_pygit2(repo: str, _limit: float) -> dict[str, Any]:
@@ -45,9 +50,15 @@ def with_pygit2(repo: str, _limit: float) -> dict[str, Any]:
         if kind == pygit2.enums.ObjectType.BLOB:
             blobs += 1
             size += len(data)
-    return {"reader": f"pygit2 {pygit2.__version__} (libgit2 {pygit2.LIBGIT2_VERSION})", "objects": objects,
-            "blobs": blobs, "blob_bytes": size, "missing": missing,
-            "seconds": round(time.perf_counter() - started, 2), "peak_rss_mib": round(_rss_mib(), 1)}
+    return {
+        "reader": f"pygit2 {pygit2.__version__} (libgit2 {pygit2.LIBGIT2_VERSION})",
+        "objects": objects,
+        "blobs": blobs,
+        "blob_bytes": size,
+        "missing": missing,
+        "seconds": round(time.perf_counter() - started, 2),
+        "peak_rss_mib": round(_rss_mib(), 1),
+    }
 
 
 def with_dulwich(repo: str, limit: float) -> dict[str, Any]:
@@ -68,9 +79,15 @@ def with_dulwich(repo: str, limit: float) -> dict[str, Any]:
         if time.perf_counter() - started > limit:
             complete = False
             break
-    return {"reader": f"dulwich {getattr(dulwich, '__version__', '?')}", "objects": objects, "blobs": blobs,
-            "blob_bytes": size, "complete": complete,
-            "seconds": round(time.perf_counter() - started, 2), "peak_rss_mib": round(_rss_mib(), 1)}
+    return {
+        "reader": f"dulwich {getattr(dulwich, '__version__', '?')}",
+        "objects": objects,
+        "blobs": blobs,
+        "blob_bytes": size,
+        "complete": complete,
+        "seconds": round(time.perf_counter() - started, 2),
+        "peak_rss_mib": round(_rss_mib(), 1),
+    }
 
 
 def main() -> None:
