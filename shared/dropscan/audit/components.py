@@ -67,25 +67,47 @@ def _missing(upstream_paths: Mapping[str, str], present: set[str]) -> list[str]:
     return sorted(p for p in upstream_paths if NESTED not in p and p not in present)
 
 
-def identify(files: list[dict[str, Any]], prefix: str, candidates: Iterable[Release]) -> Identification:
-    """The candidate release that explains most non-empty files by digest; ties: fewest missing."""
+def score_candidates(
+    files: list[dict[str, Any]], prefix: str, candidates: Iterable[Release]
+) -> list[Identification]:
+    """Each candidate release's identification, best first: most non-empty files explained by digest,
+    then fewest missing. The drop's paths are cut for each alignment once, whatever the candidates."""
     nonempty = [f for f in files if f["size"] > 0]
-    best: tuple[tuple[int, int], Identification] | None = None
-    for release in candidates:
+    inners = {f["path"]: _inner(f["path"], prefix) for f in files}
+    cut: dict[int, list[str]] = {}  # leading folders dropped -> the drop's paths so cut, in order
+
+    def paths(k: int) -> list[str]:
+        if k not in cut:
+            cut[k] = [_strip(i, k) for i in inners.values()]
+        return cut[k]
+
+    out: list[tuple[tuple[int, int], int, Identification]] = []
+    for n, release in enumerate(candidates):
         up = release_paths(release)
         digests = release.digests
         explained = sum(f["sha256"] in digests for f in nonempty)
-        inners = {f["path"]: _inner(f["path"], prefix) for f in files}
-        k = best_alignment(inners.values(), up)
-        aligned = {p: _strip(i, k) for p, i in inners.items()}
+        scores = [sum(p in up for p in paths(k)) for k in range(MAX_EXTRA_LEADING + 1)]
+        k = max(range(len(scores)), key=lambda k: (scores[k], -k))
+        aligned = dict(zip(inners, paths(k), strict=True))
         missing = _missing(up, set(aligned.values()))
         ident = Identification(release, explained, len(nonempty), aligned, up, missing)
-        score = (explained, -len(missing))
-        if best is None or score > best[0]:
-            best = (score, ident)
-    if best is None or best[1].explained < MIN_IDENTIFIED * max(1, len(nonempty)):
-        return Identification(None, best[1].explained if best else 0, len(nonempty))
-    return best[1]
+        out.append(((explained, -len(missing)), -n, ident))
+    out.sort(key=lambda t: (t[0], t[1]), reverse=True)  # ties: the earlier candidate
+    return [ident for _, _, ident in out]
+
+
+def identify(files: list[dict[str, Any]], prefix: str, candidates: Iterable[Release]) -> Identification:
+    """The candidate release that explains most non-empty files by digest; ties: fewest missing."""
+    scored = score_candidates(files, prefix, candidates)
+    return _enough(scored[0] if scored else None, files)
+
+
+def _enough(best: Identification | None, files: list[dict[str, Any]]) -> Identification:
+    """``best``, unless it explains too few of the non-empty files to force the component onto it."""
+    nonempty = sum(f["size"] > 0 for f in files)
+    if best is None or best.explained < MIN_IDENTIFIED * max(1, nonempty):
+        return Identification(None, best.explained if best else 0, nonempty)
+    return best
 
 
 def candidate_releases(
@@ -181,12 +203,8 @@ def resolve_component(
     """
     ranked = rank_releases(files, packages)
     top = [r for p, v, _ in ranked[:TOP_CANDIDATES] if (r := load(p, v)) is not None]
-    scored = sorted(
-        (identify(files, prefix, [r]) for r in top),
-        key=lambda i: (i.explained, -len(i.missing)),
-        reverse=True,
-    )
-    ident = scored[0] if scored else identify(files, prefix, [])
+    scored = [_enough(i, files) for i in score_candidates(files, prefix, top)]
+    ident = scored[0] if scored else _enough(None, files)
     for f in files:
         f["component"] = prefix
         for ref in f.get("upstream") or []:
