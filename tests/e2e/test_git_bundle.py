@@ -61,10 +61,6 @@ def test_an_incremental_bundle_stands_on_the_packs_of_earlier_ones(tmp_path: Pat
         assert found[sha(LICENCE)].packages == {"foo": VersionRange("1.0", "1.1")}  # changed in 1.2
         assert found[sha(FIX)].packages == {"foo": VersionRange("1.2", "1.2")}  # merged: released now
         releases = Releases(es.client.s3, es.names.upstream_bucket)
-        assert set(releases.load("foo", "1.2").files) == {
-            "LICENSE",
-            "main.c",
-            "util/new.c",
-            "link.c",
-            "new.c",
-        }
+        v12 = releases.load("foo", "1.2")
+        assert v12 is not None
+        assert set(v12.files) == {"LICENSE", "main.c", "util/new.c", "link.c", "new.c"}
