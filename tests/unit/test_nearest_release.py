@@ -101,3 +101,26 @@ def test_releases_holding_a_range() -> None:
     assert releases_holding({"package": "pkg", "versions": ["1.9", "1.11"]}, PACKAGES) == 3
     assert releases_holding({"package": "pkg", "versions": ["1.9"]}, PACKAGES) == 1
     assert releases_holding({"package": "pkg", "versions": []}, PACKAGES) == 0
+
+
+def test_the_summary_names_the_runner_up_and_spdx_the_commit_of_a_history_match() -> None:
+    from dropscan.reports.spdx import _upstream_text
+    from dropscan.reports.summary import component_line
+
+    entry = resolve_component(
+        "drop/",
+        drop_of(150, changed=2),
+        PACKAGES,
+        lambda p, v: Release(p, v, release_files(int(v.split(".")[1]))),
+    )
+    line = component_line(entry)
+    runner = entry["runner_up"]
+    assert line.startswith("pkg 1.150 [drop/] — ")
+    assert f"nearest of 200 releases; runner-up {runner['version']} ({runner['files']:,} files" in line
+    history = {
+        "package": "busybox",
+        "versions": [],
+        "commit": {"id": "d417193cf37ca1005830d7e16f5fa7e1d8a44209"},
+    }
+    assert _upstream_text(history) == "busybox history, commit d417193cf37c"
+    assert _upstream_text({"package": "busybox", "versions": ["1.35.0", "1.36.1"]}) == "busybox 1.35.0–1.36.1"
