@@ -64,3 +64,23 @@ def test_an_incremental_bundle_stands_on_the_packs_of_earlier_ones(tmp_path: Pat
         v12 = releases.load("foo", "1.2")
         assert v12 is not None
         assert set(v12.files) == {"LICENSE", "main.c", "util/new.c", "link.c", "new.c"}
+
+
+def test_a_release_from_its_tarball_and_from_its_tag_give_the_same_answers(tmp_path: Path) -> None:
+    # Given release 1.1 as its tarball (git archive) and as its tag
+    repo = build_upstream_repo(tmp_path)
+    tarball = tmp_path / "foo-1.1.tar.gz"
+    git(repo, "archive", "--prefix=foo-1.1/", "-o", str(tarball), "v1.1")
+    with embedded() as es:
+        es.client.ingest(tarball, "tarball", "1.1")
+        releases = Releases(es.client.s3, es.names.upstream_bucket)
+        options = GitIngestOptions(tags="v1.1")
+        ingest_git(GitRepo(str(repo / ".git")), "git", es.client.db, releases, options)
+        # Then both have the same files, and the database says the same of each
+        from_tar, from_git = releases.load("tarball", "1.1"), releases.load("git", "1.1")
+        assert from_tar is not None and from_git is not None
+        assert {p.removeprefix("foo-1.1/"): d for p, d in from_tar.files.items()} == from_git.files
+        found = es.client.db.lookup(set(from_git.files.values()))
+        assert len(found) == len(set(from_git.files.values()))
+        for info in found.values():
+            assert info.packages["tarball"] == info.packages["git"] == VersionRange("1.1", "1.1")
