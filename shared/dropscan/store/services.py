@@ -73,7 +73,8 @@ class Services:
     @cached_property
     def objects(self) -> Objects:
         """Reads of uploaded drops and upstream archives."""
-        return Objects(self.s3, self.new_s3)
+        # late-bound: a child's client is made by whatever new_s3 is at the fork (tests inject faults there)
+        return Objects(self.s3, lambda: self.new_s3())
 
     @cached_property
     def releases(self) -> Releases:
