@@ -12,7 +12,7 @@ SAM := $(SAM_VENV)/bin/sam
 BUILD_DIR := .aws-sam/build
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install demo test lint format cases browser bench bench-scale bench-linux fuzz clean package package-bench image image-test
+.PHONY: install demo test lint format cases browser bench bench-scale bench-git bench-linux fuzz clean package package-bench image image-test
 
 install: $(STAMP)
 
@@ -104,6 +104,17 @@ bench-linux: install
 	  $(BIN)/python $(CASES_SRC)/build_case.py bench/linux.json --cache $(CASES_DIR) --out .cache/bench/linux >/dev/null
 	$(BIN)/python bench/hash_bench.py --upstream linux@6.1.176=$(CASES_DIR)/linux_6.1.176.orig.tar.xz \
 	  --drop .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz --runs 3 --out bench-out/linux
+
+# The upstream database at scale, synthetic (issue 23): finalize at 1, 100 and 1,000 releases, 10,000
+# packages sharing a licence, writes per release, fifty ingests at once. About 15 minutes.
+bench-scale: install
+	$(BIN)/python bench/scale.py --out bench-out/scale
+
+# ingest-git of a real repository (GIT_REPO, GIT_PACKAGE) against the floor of reading every object once
+GIT_REPO ?= /work/.mirror/mirror+busybox/repo
+GIT_PACKAGE ?= busybox
+bench-git: install
+	$(BIN)/python bench/git_ingest.py $(GIT_REPO) --package $(GIT_PACKAGE) --out bench-out/git
 
 # Coverage-guided fuzzing of the archive walker for FUZZ_SECONDS (atheris; crashes land in fuzz-out/).
 FUZZ_SECONDS ?= 120

@@ -1,4 +1,5 @@
-"""ingest: an upstream release uploaded to upstream/<package>/<version>/ -> digests and path list."""
+"""ingest: an upstream release uploaded to upstream/<package>/<version>/ -> digests and path list; a git
+bundle uploaded to upstream/<package>/git/<name>.bundle -> its tags and history (part by part)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from dropscan.events import s3_objects
+from dropscan.events import git_resume, s3_objects
 from dropscan.stages.ingest import ingest_release
+from dropscan.stages.ingest_git import ingest_bundle
 from dropscan.store.services import current_services
 
 logger = Logger()
@@ -20,6 +22,10 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def record_handler(record: SQSRecord) -> None:
+    resume = git_resume(record)
+    if resume is not None:  # a git bundle's ingest going on from its checkpoint
+        ingest_bundle(current_services(), *resume)
+        return
     for bucket, key in s3_objects(record):
         result = ingest_release(current_services(), bucket, key)
         metrics.add_metric(name="UpstreamFilesIngested", unit="Count", value=result.files)

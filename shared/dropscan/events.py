@@ -73,6 +73,22 @@ def _part(body: str) -> dict[str, Any] | None:
     return part if isinstance(part, dict) else None
 
 
+def git_resume(record: SQSRecord) -> tuple[str, str] | None:
+    """(bucket, key) of the git bundle whose ingest a message of the ingest queue goes on with."""
+    try:
+        data = json.loads(record.body)
+    except ValueError:
+        return None
+    git = data.get("git") if isinstance(data, dict) else None
+    if (
+        not isinstance(git, dict)
+        or not isinstance(git.get("bucket"), str)
+        or not isinstance(git.get("key"), str)
+    ):
+        return None
+    return git["bucket"], git["key"]
+
+
 def json_body(record: SQSRecord) -> dict[str, Any]:
     """A message between the stages (chunk, finalize, triage): a JSON object."""
     data: dict[str, Any] = json.loads(record.body)

@@ -26,6 +26,30 @@ _ARCHIVE_SUFFIX = re.compile(
 _NAME_VERSION = re.compile(r"^(?P<name>.+?)[-_](?P<version>\d[\w.+~-]*)$")
 
 
+# ------------------------------------------------------------------ upstream git repositories
+_GIT_BUNDLE = re.compile(r"^upstream/(?P<package>[^/]+)/git/(?P<name>[^/]+)\.bundle$")
+
+
+def git_state_key(package: str) -> str:
+    """What the ingests of a package's git repository did so far: its tags, history tips, blobs hashed."""
+    return f"git/{package}/state.json.gz"
+
+
+def git_report_key(package: str) -> str:
+    return f"git/{package}/report.json"
+
+
+def git_pack_prefix(package: str) -> str:
+    """Where the packs of a package's bundles are kept: an incremental bundle's objects stand on them."""
+    return f"git/{package}/packs/"
+
+
+def parse_git_bundle_key(key: str) -> tuple[str, str] | None:
+    """``upstream/<package>/git/<name>.bundle`` -> (package, name); None for any other key."""
+    m = _GIT_BUNDLE.match(key)
+    return (m["package"], m["name"]) if m else None
+
+
 # ------------------------------------------------------------------ uploads and scans
 def object_key(raw: str) -> str:
     """S3 event keys arrive URL-encoded (spaces as '+')."""

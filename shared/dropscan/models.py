@@ -144,20 +144,62 @@ class VersionRange:
 
 @dataclass(frozen=True, slots=True)
 class DigestInfo:
-    """What the database knows of one digest."""
+    """What the database knows of one digest.
+
+    ``packages``: the lowest and highest release of each package holding it; ``history``: for a package
+    ingested from git with its history, where the content comes from (:data:`Provenance`). A package
+    whose history holds the content but none of its releases is in ``history`` only.
+    """
 
     forms: frozenset[str]
     packages: Mapping[str, VersionRange]
+    history: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def names(self) -> set[str]:
+        """Every package holding the content, in a release or in its history."""
+        return set(self.packages) | set(self.history)
+
+
+#: a digest's provenance in a package's git history: ``c`` the first commit that holds it, ``t`` its
+#: date (ISO 8601, UTC), ``s`` its subject (at most 120 characters), ``p`` up to 4 paths it was
+#: committed at, ``r`` the first release tag holding it (absent: none does)
+Provenance = Mapping[str, Any]
+PROVENANCE_PATHS = 4
+PROVENANCE_SUBJECT = 120
 
 
 def info_to_json(info: DigestInfo) -> dict[str, Any]:
     """The ``v`` value of a digest item (also what a lookup hands on to finalize)."""
-    return {"f": sorted(info.forms), "p": {p: r.as_list() for p, r in sorted(info.packages.items())}}
+    out: dict[str, Any] = {
+        "f": sorted(info.forms),
+        "p": {p: r.as_list() for p, r in sorted(info.packages.items())},
+    }
+    if info.history:
+        out["h"] = {p: dict(h) for p, h in sorted(info.history.items())}
+    return out
 
 
 def info_from_json(v: Mapping[str, Any]) -> DigestInfo:
     """The inverse of info_to_json (a range of one version is a list of one)."""
-    return DigestInfo(frozenset(v["f"]), {p: VersionRange(r[0], r[-1]) for p, r in v["p"].items()})
+    return DigestInfo(
+        frozenset(v.get("f", ())),
+        {p: VersionRange(r[0], r[-1]) for p, r in v.get("p", {}).items() if r},
+        dict(v.get("h") or {}),
+    )
+
+
+def earlier_provenance(a: Provenance | None, b: Provenance | None) -> Provenance | None:
+    """The provenance of the earlier commit (by date, then id), with the paths of both (at most 4) and
+    the first release tag either knows: merging is commutative, so concurrent writers agree."""
+    if a is None or b is None:
+        return a or b
+    first, other = sorted((a, b), key=lambda h: (h.get("t", ""), h.get("c", "")))
+    merged = dict(first)
+    merged["p"] = sorted(set(first.get("p", ())) | set(other.get("p", ())))[:PROVENANCE_PATHS]
+    if "r" not in merged and "r" in other:
+        merged["r"] = other["r"]
+    return merged
 
 
 @dataclass(frozen=True, slots=True)

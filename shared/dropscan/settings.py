@@ -45,6 +45,8 @@ class Settings:
     region: str = "us-east-1"
     endpoint_url: str | None = None
     unpack_queue_url: str = ""  # the upload queue: unpack sends the parts it fans out to it
+    ingest_queue_url: str = ""  # the ingest queue: a git bundle's ingest sends itself its next part
+    ingest_budget_seconds: int = 600  # a git bundle's ingest stops at a checkpoint past this, goes on later
     fan_out_mib: int = 64  # nested archives at least this big are unpacked by an invocation of their own
     unpack_budget_seconds: int = 600  # a top-level tar is walked this long, then resumed by another one
     unpack_budget_mib: int = 0  # ... or this many MiB of members (0: no byte budget)
@@ -91,6 +93,8 @@ class Settings:
             region=e.get("AWS_REGION") or e.get("AWS_DEFAULT_REGION") or "us-east-1",
             endpoint_url=e.get("AWS_ENDPOINT_URL") or None,
             unpack_queue_url=e.get("UNPACK_QUEUE_URL", ""),
+            ingest_queue_url=e.get("INGEST_QUEUE_URL", ""),
+            ingest_budget_seconds=int(e.get("INGEST_BUDGET_SECONDS", "600")),
             fan_out_mib=int(e.get("FAN_OUT_MIB", "64")),
             unpack_budget_seconds=int(e.get("UNPACK_BUDGET_SECONDS", "600")),
             unpack_budget_mib=int(e.get("UNPACK_BUDGET_MIB", "0")),

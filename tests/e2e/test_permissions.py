@@ -2,10 +2,10 @@
 every permission a role grants is used by some call (moto does not enforce IAM, so this is the check).
 
 The calls are recorded on the real clients while the functions run a scenario that takes each code path
-needing a permission: ingest, a scan whose chunk is spilled to S3 and whose nested archive is checked
-against the upstream table and then fanned out to an unpack invocation of its own, an unpack that fails
-once, a redelivered chunk, a poison chunk and a poison upload swept as failed, a duplicate notification,
-and a plain scan through finalize.
+needing a permission: ingest (of a release archive, and of a git bundle in several parts), a scan whose
+chunk is spilled to S3 and whose nested archive is checked against the upstream table and then fanned
+out to an unpack invocation of its own, an unpack that fails once, a redelivered chunk, a poison chunk
+and a poison upload swept as failed, a duplicate notification, and a plain scan through finalize.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import FAST
+from gitrepos import build_upstream_repo, git
 
 from dropscan.keys import manifest_key, work_key
 from dropscan.local.embedded import EmbeddedStack, embedded
@@ -162,7 +163,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     """The scenario, run once for the module's tests: the stack and the calls recorded."""
     tmp_path = tmp_path_factory.mktemp("permissions")
     # FanOutMiB 0: the nested archive is a part of its own (copied to work/, sent to the upload queue)
-    params = {**FAST, "ChunkSize": "1000", "FanOutMiB": "0"}
+    # IngestBudgetSeconds 0: a git bundle's ingest stops after each tag and sends itself the rest
+    params = {**FAST, "ChunkSize": "1000", "FanOutMiB": "0", "IngestBudgetSeconds": "0"}
     with embedded(parameters=params) as stack, Faults() as faults:
         svc = current_services()
         recorder = Recorder(stack)
@@ -181,6 +183,10 @@ def _scenario(stack: EmbeddedStack, faults: Faults, tmp_path: Path) -> None:
     client.ingest(make_tar(tmp_path / "foo-1.0.tar.gz", UPSTREAM_FILES), "foo", "1.0")
     # the first merge into the table reads nothing first; the second reads what the first wrote
     client.ingest(make_tar(tmp_path / "foo-1.1.tar.gz", UPSTREAM_FILES), "foo", "1.1")
+    # a git bundle: its packs and state under git/, ingested over several invocations
+    bundle = tmp_path / "bar.bundle"
+    git(build_upstream_repo(tmp_path), "bundle", "create", "-q", str(bundle), "--all")
+    assert client.ingest_bundle(bundle, "bar")["complete"]
 
     # chunk 0: the foo files, a nested archive and enough long paths to go to S3; chunk 1: the rest
     long = {f"big/{'sub-directory/' * 14}file{i:04d}.txt": f"{i}\n".encode() for i in range(1000)}

@@ -1,4 +1,4 @@
-"""The upstream table's digest items: their layout, the earlier one still read, the writer lease."""
+"""The upstream table's digest items: their layout, the earlier one, bounded items, shard leases."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,9 +18,17 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from dropscan.archive import ArchiveReadError
-from dropscan.models import DigestInfo, FileDigests, Trust, VersionRange, info_to_json
+from dropscan.models import DigestInfo, FileDigests, Trust, VersionRange
 from dropscan.store.lease import WRITER_LEASE, LeaseBusy, LeaseLost, WriterLease
-from dropscan.store.upstream import FORMS, RELEASE_PAGE, UpstreamDB, _ItemEncoder
+from dropscan.store.upstream import (
+    FORMS,
+    PACKAGES_PER_ITEM,
+    UpstreamDB,
+    _layout,
+    contributions_of,
+    info_of,
+    shard_of,
+)
 
 from helpers.tables import create_table
 
@@ -106,18 +113,44 @@ def test_packages_are_listed_from_the_index_or_by_a_scan_of_an_older_table(dynam
     assert db.packages()["bar"].trust is Trust.LOW
 
 
-# ---------------------------------------------------------------- the writer lease
+# ---------------------------------------------------------------- shard leases
 def digests_of(n: int) -> list[str]:
     return [hashlib.sha256(str(i).encode()).hexdigest() for i in range(n)]
 
 
+class AtomicCalls:
+    """A client whose calls run one at a time, as each DynamoDB call is atomic: moto checks a
+    condition and applies the update without a lock, so two threads can both pass one condition.
+    Merges still interleave between calls."""
+
+    def __init__(self, client: Any) -> None:
+        self._client, self._lock = client, threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr) or name == "exceptions":
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return call
+
+
+def shard_lease(client: Any, digest: str, **kwargs: Any) -> WriterLease:
+    return WriterLease(client, "upstream", key=f"{WRITER_LEASE}#{shard_of(digest)}", **kwargs)
+
+
 def test_merges_at_once_keep_every_package_range(dynamodb: Any) -> None:
-    # Given four packages that share 300 files (licence texts, say), ingested at the same moment
+    # Given four packages that share 300 files (licence texts, say), ingested at the same moment;
+    # leases and waits far longer than any machine takes: the outcome must not depend on its speed
     shared_files = [FileDigests(d, d, d) for d in digests_of(300)]
     barrier = threading.Barrier(4)
+    atomic = AtomicCalls(dynamodb)
 
     def ingest(package: str) -> None:
-        db = UpstreamDB(dynamodb, "upstream", concurrency=2)
+        db = UpstreamDB(atomic, "upstream", concurrency=2, lease_s=3600, lease_wait_s=3600)  # type: ignore[arg-type]
         barrier.wait()
         for version in ("1.0", "2.0"):
             db.add_release(package, version, shared_files)
@@ -133,10 +166,30 @@ def test_merges_at_once_keep_every_package_range(dynamodb: Any) -> None:
     assert all(info.packages == want for info in found.values())
 
 
-def test_a_merge_waits_for_the_lease_and_gives_up_with_lease_busy(dynamodb: Any) -> None:
-    holder = WriterLease(dynamodb, "upstream", lease_s=60)
+def test_a_merge_passes_over_a_taken_shard_and_comes_back_to_it(dynamodb: Any) -> None:
+    # Given a shard another merge holds
+    files = [FileDigests(d, d, d) for d in digests_of(200)]
+    held = shard_lease(dynamodb, files[0].sha256, lease_s=3600)
+    assert held.try_acquire()
+    done: list[int] = []
+
+    def on_shard(shard: int) -> None:
+        done.append(shard)
+        if len(done) == len({shard_of(f.sha256) for f in files}) - 1:
+            held.release()  # the other merge finishes once this one did every other shard
+
+    # When a release touching every shard is merged
+    db = UpstreamDB(dynamodb, "upstream", lease_wait_s=3600)
+    db.merge(contributions_of(files, "foo", VersionRange("1.0", "1.0")), on_shard=on_shard)
+    # Then it did the free shards first and the taken one last, and wrote every digest
+    assert done[-1] == shard_of(files[0].sha256)
+    assert len(db.lookup([f.sha256 for f in files])) == 200
+
+
+def test_a_merge_gives_up_with_lease_busy_when_a_shard_stays_taken(dynamodb: Any) -> None:
+    holder = shard_lease(dynamodb, A, lease_s=3600)
     assert holder.try_acquire()
-    db = UpstreamDB(dynamodb, "upstream", lease_wait_s=0.3)
+    db = UpstreamDB(dynamodb, "upstream", lease_wait_s=0.0)
     with pytest.raises(LeaseBusy):
         db.add_release("foo", "1.0", [FileDigests(A, A, A)])
     assert db.lookup([A]) == {}
@@ -146,11 +199,12 @@ def test_a_merge_waits_for_the_lease_and_gives_up_with_lease_busy(dynamodb: Any)
 
 
 def test_a_lease_left_by_a_dead_writer_is_taken_once_it_runs_out(dynamodb: Any) -> None:
-    dead = WriterLease(dynamodb, "upstream", lease_s=0.2)
+    now = [1000.0]  # the leases' clock, stepped by the test
+    dead = shard_lease(dynamodb, A, lease_s=60, clock=lambda: now[0])
     assert dead.try_acquire()  # and never renewed nor released
-    assert not WriterLease(dynamodb, "upstream").try_acquire()
-    time.sleep(0.3)
-    db = UpstreamDB(dynamodb, "upstream", lease_wait_s=5)
+    assert not shard_lease(dynamodb, A, clock=lambda: now[0]).try_acquire()
+    now[0] += 61
+    db = UpstreamDB(dynamodb, "upstream", lease_wait_s=0.0, clock=lambda: now[0])
     db.add_release("foo", "1.0", [FileDigests(A, A, A)])
     assert set(db.lookup([A])) == {A}
     # the dead writer finds out at its next renewal and must stop writing
@@ -164,16 +218,16 @@ def test_a_table_never_written_is_merged_without_reading_it_first(dynamodb: Any)
     db.add_release("foo", "1.0", [FileDigests(A, K, A)])
     assert db.stats.batch_get_calls == 0
     db.add_release("bar", "1.0", [FileDigests(A, A, A)])
-    assert db.stats.batch_get_calls == 1  # the second merge reads what the first wrote
+    assert db.stats.batch_get_calls == 1  # the second merge reads what the first wrote (one shard)
     assert db.lookup([A])[A].packages == {
         "foo": VersionRange("1.0", "1.0"),
         "bar": VersionRange("1.0", "1.0"),
     }
 
 
-def test_a_table_written_before_the_lease_existed_is_read_before_merging(dynamodb: Any) -> None:
-    UpstreamDB(dynamodb, "upstream").add_release("foo", "1.0", [FileDigests(A, A, A)])
-    dynamodb.delete_item(TableName="upstream", Key={"pk": {"S": WRITER_LEASE}})  # as an older table
+def test_a_table_written_before_the_shard_leases_is_read_before_merging(dynamodb: Any) -> None:
+    value = json.dumps({"d": A, "f": ["raw"], "p": {"foo": ["1.0"]}})
+    dynamodb.put_item(TableName="upstream", Item={"pk": {"S": A}, "v": {"S": value}})  # as an older table
     db = UpstreamDB(dynamodb, "upstream")
     db.add_release("bar", "1.0", [FileDigests(A, A, A)])
     assert db.stats.batch_get_calls == 1
@@ -185,32 +239,67 @@ def _walk_breaking_after(files: list[FileDigests]) -> Iterator[FileDigests]:
     raise ArchiveReadError("truncated xz input")
 
 
-def test_a_release_whose_walk_breaks_is_taken_back_whole(dynamodb: Any) -> None:
+def test_a_release_whose_walk_breaks_leaves_no_trace(dynamodb: Any) -> None:
     # Given a table that holds foo 1.0
     db = UpstreamDB(dynamodb, "upstream")
     db.add_release("foo", "1.0", [FileDigests(A, A, A)])
-    before = items(dynamodb)
-    # When bar 1.0 is merged from a walk that writes several pages, then breaks
-    more = [FileDigests(d, d, d) for d in digests_of(2 * RELEASE_PAGE + 10)]
+    before = {k: v for k, v in items(dynamodb).items() if not k.startswith("lease#")}
+    # When bar 1.0 is merged from a walk of thousands of files that breaks at its end
+    more = [FileDigests(d, d, d) for d in digests_of(4010)]
     with pytest.raises(ArchiveReadError):
         db.merge_release("bar", "1.0", _walk_breaking_after([FileDigests(A, A, A), *more]))
-    # Then every item is as it was: the shared one without bar, none of bar's own left
-    assert db.stats.items_written > 2 * RELEASE_PAGE  # pages were written before the break
-    after = items(dynamodb)
-    assert {k: v for k, v in after.items() if k != WRITER_LEASE} == {
-        k: v for k, v in before.items() if k != WRITER_LEASE
-    }
+    # Then nothing was written: the walk is read to its end before the first write
+    after = {k: v for k, v in items(dynamodb).items() if not k.startswith("lease#")}
+    assert after == before
     assert db.lookup([A])[A].packages == {"foo": VersionRange("1.0", "1.0")}
 
 
-def test_pages_of_one_release_keep_what_earlier_pages_said(dynamodb: Any) -> None:
+def test_a_digest_met_in_two_forms_keeps_both(dynamodb: Any) -> None:
     # a digest first met as another file's whitespace form, then as a raw file of its own
     db = UpstreamDB(dynamodb, "upstream")
-    filler = [FileDigests(d, d, d) for d in digests_of(RELEASE_PAGE - 1)]
+    filler = [FileDigests(d, d, d) for d in digests_of(100)]
     db.merge_release("foo", "1.0", [FileDigests(A, A, K), *filler, FileDigests(K, K, K)])
     stored = json.loads(items(dynamodb)[K]["v"]["S"])
     assert stored["f"] == ["kw", "raw", "ws"]
-    assert json.loads(items(dynamodb)[A]["v"]["S"])["ws"] == K  # page one's note on A kept
+    assert json.loads(items(dynamodb)[A]["v"]["S"])["ws"] == K
+
+
+# ---------------------------------------------------------------- bounded items
+def test_a_digest_of_many_packages_spills_into_bounded_overflow_items(dynamodb: Any) -> None:
+    # Given a licence text held by 3.5 items' worth of packages, ingested one package at a time
+    db = UpstreamDB(dynamodb, "upstream")
+    names = [f"package-with-a-long-name-{i:04d}" for i in range(PACKAGES_PER_ITEM * 3 + 5)]
+    for name in names:
+        db.merge_release(name, "1.0.0-long-version-string", [FileDigests(A, A, A)])
+    stored = items(dynamodb)
+    # Then the head holds the first PACKAGES_PER_ITEM and counts three overflow items, each bounded
+    head = json.loads(stored[A]["v"]["S"])
+    assert len(head["p"]) == PACKAGES_PER_ITEM and head["o"] == 3
+    mine = {k: v for k, v in stored.items() if k.startswith(A)}
+    assert sorted(mine) == [A, f"{A}#1", f"{A}#2", f"{A}#3"]
+    assert max(len(v["v"]["S"]) for v in mine.values()) < 100 * PACKAGES_PER_ITEM
+    # and a lookup reads them all: every package, each once
+    found = db.lookup([A, B])[A]
+    assert sorted(found.packages) == sorted(names)
+    # and a package already in an overflow item is widened there, not added again
+    db.merge_release(names[-1], "2.0", [FileDigests(A, A, A)])
+    assert db.lookup([A])[A].packages[names[-1]] == VersionRange("1.0.0-long-version-string", "2.0")
+    assert sorted(k for k in items(dynamodb) if k.startswith(A)) == sorted(mine)
+
+
+def test_provenance_keeps_the_earliest_commit_whoever_writes_first(dynamodb: Any) -> None:
+    late = {"c": "b" * 40, "t": "2020-01-01T00:00:00Z", "s": "later", "p": ["x/new.c"]}
+    early = {"c": "a" * 40, "t": "2010-01-01T00:00:00Z", "s": "first", "p": ["x/old.c"], "r": "1_0"}
+    db = UpstreamDB(dynamodb, "upstream")
+    db.merge(contributions_of([FileDigests(A, A, A)], "foo", None, history=late))
+    db.merge(contributions_of([FileDigests(A, A, A)], "foo", None, history=early))
+    info = db.lookup([A])[A]
+    assert info.packages == {} and info.names == {"foo"}
+    assert info.history["foo"]["c"] == "a" * 40 and info.history["foo"]["r"] == "1_0"
+    assert info.history["foo"]["p"] == ["x/new.c", "x/old.c"]
+    written = db.stats.items_written
+    db.merge(contributions_of([FileDigests(A, A, A)], "foo", None, history=late))
+    assert db.stats.items_written == written  # nothing new: nothing written
 
 
 class _PidLog:
@@ -267,16 +356,17 @@ def test_a_forked_read_sees_every_write_made_before_it(dynamodb: Any) -> None:
         st.text(min_size=1, max_size=8),
         st.tuples(st.text(max_size=6), st.text(max_size=6)),
         min_size=1,
-        max_size=3,
+        max_size=PACKAGES_PER_ITEM * 2 + 3,
     ),
     more=st.dictionaries(st.sampled_from(["kw", "ws"]), st.sampled_from([A, B, K])),
 )
-def test_a_merge_writes_each_value_as_json_dumps_would(
+def test_an_items_layout_reads_back_as_what_was_merged(
     forms: frozenset[str], ranges: dict[str, tuple[str, str]], more: dict[str, str]
 ) -> None:
-    # the merge's encoder memoises parts of the JSON; the item must not differ by a byte
     info = DigestInfo(forms, {p: VersionRange(lo, hi) for p, (lo, hi) in ranges.items()})
-    value = json.dumps({"d": A, **info_to_json(info), **more}, separators=(",", ":"))
-    encoder = _ItemEncoder()
-    for _ in range(2):  # made, then from memory
-        assert encoder.item(A, info, more) == {"pk": {"S": A}, "v": {"S": value}}
+    values = [json.loads(v) for v in _layout(A, info, more, [])]
+    assert len(values) == 1 + (len(ranges) - 1) // PACKAGES_PER_ITEM
+    assert all(len(v["p"]) <= PACKAGES_PER_ITEM for v in values)
+    back = info_of(values[0], values[1:])
+    assert back == info
+    assert {k: values[0][k] for k in more} == more

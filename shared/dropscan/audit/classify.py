@@ -20,11 +20,25 @@ def _digest_of(rec: FileRecord, form: str) -> str:
 
 
 def upstream_refs(info: DigestInfo, packages: set[str] | None = None) -> list[dict[str, Any]]:
-    return [
-        {"package": p, "versions": r.as_list()}
-        for p, r in sorted(info.packages.items())
-        if packages is None or p in packages
-    ]
+    """The packages holding the digest: releases as [lowest, highest] (empty: in its git history only),
+    and the commit it came from when the package was ingested with its history."""
+    out: list[dict[str, Any]] = []
+    for p in sorted(info.names):
+        if packages is not None and p not in packages:
+            continue
+        rng = info.packages.get(p)
+        ref: dict[str, Any] = {"package": p, "versions": rng.as_list() if rng else []}
+        prov = info.history.get(p)
+        if prov and prov.get("c"):
+            ref["commit"] = {
+                "id": prov["c"],
+                "date": prov.get("t"),
+                "subject": prov.get("s"),
+                "paths": list(prov.get("p", ())),
+                "release": prov.get("r"),
+            }
+        out.append(ref)
+    return out
 
 
 def classify(
@@ -41,7 +55,7 @@ def classify(
         info = known.get(_digest_of(rec, form))
         if info is None or form not in info.forms:
             continue
-        high = {p for p in info.packages if trust.get(p, Trust.HIGH) is Trust.HIGH}
+        high = {p for p in info.names if trust.get(p, Trust.HIGH) is Trust.HIGH}
         if high:
             return cls, upstream_refs(info, high)
         if low_match is None:

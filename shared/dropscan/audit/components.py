@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,8 @@ NESTED = "!/"
 #: below this share of its non-empty files explained, a component is not forced onto a release
 MIN_IDENTIFIED = 0.30
 MAX_EXTRA_LEADING = 3
+#: releases whose path lists finalize reads per component, the best ranked by range counts
+TOP_CANDIDATES = 3
 
 
 def component_of(path: str) -> str:
@@ -64,47 +67,133 @@ def _missing(upstream_paths: Mapping[str, str], present: set[str]) -> list[str]:
     return sorted(p for p in upstream_paths if NESTED not in p and p not in present)
 
 
-def identify(files: list[dict[str, Any]], prefix: str, candidates: Iterable[Release]) -> Identification:
-    """The candidate release that explains most non-empty files by digest; ties: fewest missing."""
+def score_candidates(
+    files: list[dict[str, Any]], prefix: str, candidates: Iterable[Release]
+) -> list[Identification]:
+    """Each candidate release's identification, best first: most non-empty files explained by digest,
+    then fewest missing. The drop's paths are cut for each alignment once, whatever the candidates."""
     nonempty = [f for f in files if f["size"] > 0]
-    best: tuple[tuple[int, int], Identification] | None = None
-    for release in candidates:
+    inners = {f["path"]: _inner(f["path"], prefix) for f in files}
+    cut: dict[int, list[str]] = {}  # leading folders dropped -> the drop's paths so cut, in order
+
+    def paths(k: int) -> list[str]:
+        if k not in cut:
+            cut[k] = [_strip(i, k) for i in inners.values()]
+        return cut[k]
+
+    out: list[tuple[tuple[int, int], int, Identification]] = []
+    for n, release in enumerate(candidates):
         up = release_paths(release)
         digests = release.digests
         explained = sum(f["sha256"] in digests for f in nonempty)
-        inners = {f["path"]: _inner(f["path"], prefix) for f in files}
-        k = best_alignment(inners.values(), up)
-        aligned = {p: _strip(i, k) for p, i in inners.items()}
+        scores = [sum(p in up for p in paths(k)) for k in range(MAX_EXTRA_LEADING + 1)]
+        k = max(range(len(scores)), key=lambda k: (scores[k], -k))
+        aligned = dict(zip(inners, paths(k), strict=True))
         missing = _missing(up, set(aligned.values()))
         ident = Identification(release, explained, len(nonempty), aligned, up, missing)
-        score = (explained, -len(missing))
-        if best is None or score > best[0]:
-            best = (score, ident)
-    if best is None or best[1].explained < MIN_IDENTIFIED * max(1, len(nonempty)):
-        return Identification(None, best[1].explained if best else 0, len(nonempty))
-    return best[1]
+        out.append(((explained, -len(missing)), -n, ident))
+    out.sort(key=lambda t: (t[0], t[1]), reverse=True)  # ties: the earlier candidate
+    return [ident for _, _, ident in out]
+
+
+def identify(files: list[dict[str, Any]], prefix: str, candidates: Iterable[Release]) -> Identification:
+    """The candidate release that explains most non-empty files by digest; ties: fewest missing."""
+    scored = score_candidates(files, prefix, candidates)
+    return _enough(scored[0] if scored else None, files)
+
+
+def _enough(best: Identification | None, files: list[dict[str, Any]]) -> Identification:
+    """``best``, unless it explains too few of the non-empty files to force the component onto it."""
+    nonempty = sum(f["size"] > 0 for f in files)
+    if best is None or best.explained < MIN_IDENTIFIED * max(1, nonempty):
+        return Identification(None, best.explained if best else 0, nonempty)
+    return best
 
 
 def candidate_releases(
     files: Iterable[dict[str, Any]], packages: Mapping[str, PackageInfo]
 ) -> list[tuple[str, str]]:
     """(package, version) pairs within the version ranges of the component's matched digests."""
-    ranges: dict[str, tuple[str, str]] = {}
+    return sorted((p, v) for p, v, _ in rank_releases(files, packages))
+
+
+def _ranges(files: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str, str]]:
+    """(package, lowest, highest) of every release range of the non-empty files' matches."""
     for f in files:
+        if f["size"] == 0:
+            continue
         for ref in f.get("upstream") or []:
-            lo, hi = ref["versions"][0], ref["versions"][-1]
-            old = ranges.get(ref["package"])
-            if old:
-                lo = min(old[0], lo, key=version_key)
-                hi = max(old[1], hi, key=version_key)
-            ranges[ref["package"]] = (lo, hi)
-    out = []
-    for pkg, (lo, hi) in sorted(ranges.items()):
-        info = packages.get(pkg)
-        for v in info.versions if info else (lo, hi):
-            if version_key(lo) <= version_key(v) <= version_key(hi):
-                out.append((pkg, v))
-    return sorted(set(out))
+            if ref["versions"]:
+                yield ref["package"], ref["versions"][0], ref["versions"][-1]
+
+
+def rank_releases(
+    files: Iterable[dict[str, Any]], packages: Mapping[str, PackageInfo]
+) -> list[tuple[str, str, int]]:
+    """(package, version, how many non-empty files' ranges hold it) for every release any range holds,
+    most first (ties: the newer first).
+
+    Computed from the ranges the lookups returned, one pass over the files and one over each package's
+    versions (a difference array): no path list is read, whatever the number of releases. A range is the
+    lowest and highest release holding a digest, so a file that left and came back is counted in the
+    releases between: the ranking picks candidates, whose path lists then decide (:func:`resolve_component`).
+    """
+    keys = {p: [version_key(v) for v in info.versions] for p, info in packages.items()}
+    diffs: dict[str, list[int]] = {}
+    loose: Counter[tuple[str, str]] = Counter()  # ranges of packages without a registered version list
+    for pkg, lo, hi in _ranges(files):
+        vkeys = keys.get(pkg)
+        if not vkeys:
+            loose[(pkg, lo)] += 1
+            if hi != lo:
+                loose[(pkg, hi)] += 1
+            continue
+        diff = diffs.setdefault(pkg, [0] * (len(vkeys) + 1))
+        diff[bisect_left(vkeys, version_key(lo))] += 1
+        diff[bisect_right(vkeys, version_key(hi))] -= 1
+    out = [(p, v, n) for (p, v), n in loose.items()]
+    for pkg, diff in diffs.items():
+        running = 0
+        for version, step in zip(packages[pkg].versions, diff, strict=False):
+            running += step
+            if running > 0:
+                out.append((pkg, version, running))
+    out.sort(key=lambda t: (t[0], version_key(t[1])), reverse=True)
+    out.sort(key=lambda t: -t[2])  # stable: among equal counts, the newer release first
+    return out
+
+
+def releases_holding(
+    ref: Mapping[str, Any], packages: Mapping[str, PackageInfo], keys: dict[str, list[Any]] | None = None
+) -> int:
+    """How many registered releases of the ref's package lie in its range (0: history only).
+
+    ``keys``: the packages' sorted version keys, made once per component and kept there (80,000 files
+    against 1,000 releases would otherwise make them 80,000 times)."""
+    if not ref["versions"]:
+        return 0
+    info = packages.get(ref["package"])
+    if info is None or not info.versions:
+        return 1 if ref["versions"][0] == ref["versions"][-1] else 2
+    keys = {} if keys is None else keys
+    vkeys = keys.get(info.name)
+    if vkeys is None:
+        vkeys = keys[info.name] = [version_key(v) for v in info.versions]
+    lo, hi = version_key(ref["versions"][0]), version_key(ref["versions"][-1])
+    return bisect_right(vkeys, hi) - bisect_left(vkeys, lo)
+
+
+def _summary(ident: Identification) -> dict[str, Any] | None:
+    rel = ident.release
+    if rel is None:
+        return None
+    return {
+        "package": rel.package,
+        "version": rel.version,
+        "files": ident.explained,
+        "match_pct": ident.match_pct,
+        "missing": len(ident.missing),
+    }
 
 
 def resolve_component(
@@ -115,12 +204,20 @@ def resolve_component(
 ) -> dict[str, Any]:
     """Identify the component's release, settle modified/added, and return its manifest entry.
 
-    Mutates ``files``: each gets its ``component`` and a final ``class``.
+    The releases are ranked by their range counts (:func:`rank_releases`); the path lists of the
+    :data:`TOP_CANDIDATES` first are read and decide, by files explained and then fewest missing: the
+    nearest release and the runner-up, each with its score. Mutates ``files``: each gets its
+    ``component`` and a final ``class``, and each upstream reference the number of releases holding it.
     """
-    releases = [r for pv in candidate_releases(files, packages) if (r := load(*pv)) is not None]
-    ident = identify(files, prefix, releases)
+    ranked = rank_releases(files, packages)
+    top = [r for p, v, _ in ranked[:TOP_CANDIDATES] if (r := load(p, v)) is not None]
+    scored = [_enough(i, files) for i in score_candidates(files, prefix, top)]
+    ident = scored[0] if scored else _enough(None, files)
+    keys: dict[str, list[Any]] = {}
     for f in files:
         f["component"] = prefix
+        for ref in f.get("upstream") or []:
+            ref["releases"] = releases_holding(ref, packages, keys)
         if f["class"] is None:
             aligned = ident.aligned.get(f["path"])
             in_upstream = ident.release is not None and aligned in ident.upstream_paths
@@ -136,6 +233,9 @@ def resolve_component(
         "files": len(files),
         "classes": {c.value: counts.get(c.value, 0) for c in CLASS_ORDER},
         "missing": ident.missing,
+        "nearest": _summary(scored[0]) if rel and scored else None,
+        "runner_up": _summary(scored[1]) if len(scored) > 1 else None,
+        "releases_in_range": len(ranked),
     }
 
 

@@ -238,6 +238,42 @@ def cmd_ingest(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest_git(a: argparse.Namespace) -> int:
+    import re
+
+    from dropscan.gitrepo import GitReadError, GitRepo
+    from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
+    from dropscan.store.releases import Releases
+
+    try:
+        pattern = re.compile(a.version_from) if a.version_from else None
+    except re.error as e:
+        raise UsageError(f"--version-from: {e}") from e
+    try:
+        repo = GitRepo(str(Path(a.repo).expanduser()))
+    except GitReadError as e:
+        raise UsageError(str(e)) from e
+    options = GitIngestOptions(
+        tags=a.tags,
+        version_from=pattern,
+        history=a.history,
+        trust=Trust(a.trust) if a.trust else None,
+        source=str(a.repo),
+    )
+    quiet = a.quiet
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(f"dropscan: {text}", file=sys.stderr, flush=True)
+
+    with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
+        releases = Releases(client.s3, client.names.upstream_bucket)
+        report = ingest_git(repo, a.package, client.db, releases, options, progress=say)
+        client.changed = True
+    print(json.dumps(report))
+    return 0
+
+
 # ------------------------------------------------------------------ db
 def cmd_db(a: argparse.Namespace) -> int:
     from dropscan.models import FileDigests, Release
@@ -387,6 +423,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust", choices=[t.value for t in Trust], help="the package's trust (new: high)")
     _add_target(p)
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser(
+        "ingest-git", help="add a package's releases (its tags) and, with --history, every commit from git"
+    )
+    p.add_argument("repo", help="a git repository (bare or not; a partial clone is read with what it has)")
+    p.add_argument("--package", required=True, help="the package its tags are releases of")
+    p.add_argument("--tags", default="*", help="only tags matching this glob (default: all)")
+    p.add_argument(
+        "--version-from",
+        metavar="REGEX",
+        help="the version of a tag: the first group of this regex (default: from the first digit, _ as .)",
+    )
+    p.add_argument(
+        "--history",
+        action="store_true",
+        help="also every file of every commit reachable from any ref, with its first commit",
+    )
+    p.add_argument("--trust", choices=[t.value for t in Trust], help="set the package's trust")
+    _add_target(p)
+    p.set_defaults(func=cmd_ingest_git)
 
     db = sub.add_parser("db", help="the upstream database: stats, export, import, trust")
     dbs = db.add_subparsers(dest="db_command", required=True)

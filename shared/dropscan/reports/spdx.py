@@ -537,7 +537,7 @@ def _file_comment(f: Mapping[str, Any]) -> str:
     comment = f"class {f['class']}"
     ups = f.get("upstream") or []
     if ups:
-        comment += "; upstream " + ", ".join(f"{u['package']} {'–'.join(u['versions'])}" for u in ups)
+        comment += "; upstream " + ", ".join(_upstream_text(u) for u in ups)
     if f.get("unreadable"):
         comment += f"; unreadable: {f['unreadable']}"
     return comment
@@ -557,3 +557,11 @@ def _file(e: _Entry) -> File:
         license_info_in_file=e.licences,
         comment=_file_comment(f),
     )
+
+
+def _upstream_text(ref: dict[str, Any]) -> str:
+    """``busybox 1.23.0–1.36.1``, or for content only in the package's git history its commit."""
+    if ref["versions"]:
+        return f"{ref['package']} {'–'.join(ref['versions'])}"
+    commit = (ref.get("commit") or {}).get("id", "")
+    return f"{ref['package']} history, commit {commit[:12]}" if commit else str(ref["package"])

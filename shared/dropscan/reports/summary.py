@@ -104,6 +104,12 @@ def component_line(c: Mapping[str, Any]) -> str:
         parts.append(f"{c['cleared']:,} cleared by earlier decisions")
     if c["missing"]:
         parts.append(f"{len(c['missing']):,} upstream files missing")
+    runner = c.get("runner_up")
+    if c["identified"] and runner:  # the evidence for "this release, not that one"
+        parts.append(
+            f"nearest of {c.get('releases_in_range', 0):,} releases; runner-up {runner['version']} "
+            f"({runner['files']:,} files, {runner['match_pct']} %)"
+        )
     where = f" [{c['prefix']}]" if c["identified"] and c["prefix"] else ""
     return f"{name}{where} — " + ", ".join(parts)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from dropscan import heap
@@ -110,14 +109,14 @@ def _chunk_results(svc: Services, scan_id: str, tags: Iterable[str]) -> Iterator
 
 def _packages(db: UpstreamDB, known: dict[str, DigestInfo]) -> dict[str, PackageInfo]:
     """The packages any known digest belongs to, with their trust and versions."""
-    return db.packages({p for info in known.values() for p in info.packages}) if known else {}
+    return db.packages({p for info in known.values() for p in info.names}) if known else {}
 
 
 def _components(
     svc: Services, files: list[dict[str, Any]], packages: dict[str, PackageInfo]
 ) -> list[dict[str, Any]]:
     """Each top folder's component: its upstream release, missing files, and the trust it was taken at."""
-    load = lru_cache(maxsize=64)(svc.releases.load)
+    load = svc.releases.load  # at most TOP_CANDIDATES path lists per component, whatever the releases
     by_component: dict[str, list[dict[str, Any]]] = {}
     for f in files:
         by_component.setdefault(component_of(f["path"]), []).append(f)

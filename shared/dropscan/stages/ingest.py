@@ -15,7 +15,7 @@ from dropscan.archive import ArchiveReadError, walk
 from dropscan.archive.extract import Extracted, contents_by_digest
 from dropscan.audit import component_licence, licenses
 from dropscan.forked import Done, Forked, forked_iter, usable_cpus
-from dropscan.keys import parse_upstream_key
+from dropscan.keys import parse_git_bundle_key, parse_upstream_key
 from dropscan.models import FileDigests, Release, Trust
 from dropscan.store.objects import StoredObject
 from dropscan.store.services import Services
@@ -35,6 +35,11 @@ class IngestResult:
 
 def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
     """Hash an upstream release archive into the upstream table and its path list."""
+    if parse_git_bundle_key(key) is not None:
+        from dropscan.stages.ingest_git import ingest_bundle  # pygit2 only where a bundle comes
+
+        report = ingest_bundle(svc, bucket, key)
+        return IngestResult(report["package"], "git", report["blobs"]["read"], report["items_written"])
     obj = svc.objects.head(bucket, key)
     package, version = release_of(obj)
     trust = Trust(obj.metadata["trust"]) if obj.metadata.get("trust") else None

@@ -22,15 +22,16 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dropscan import __version__
 from dropscan.keys import manifest_key
-from dropscan.models import Release, Trust, VersionRange
-from dropscan.store.releases import load_release, save_release
-from dropscan.store.upstream import UpstreamDB, digest_from_raw
+from dropscan.models import DigestInfo, Release, Trust, VersionRange
+from dropscan.store.releases import Releases, load_release, save_release
+from dropscan.store.upstream import Contribution, UpstreamDB, head_of, info_of
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 FORMAT = "dropscan.upstream-db/1"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_PAGE = re.compile(r"^[0-9a-f]{64}#[0-9]+$")  # an overflow item of a digest
 
 
 @dataclass
@@ -120,18 +121,40 @@ def export_db(
                         + "\n"
                     )
                     stats.releases += 1
+        for info in packages.values():  # what ingest-git runs did, so that the next one is incremental
+            state = Releases(s3, bucket).git_state(info.name)
+            if state is not None:
+                f.write(json.dumps({"git": info.name, "state": state}, separators=(",", ":")) + "\n")
+        waiting: dict[str, dict[str, Any]] = {}  # heads whose overflow items are not all read yet
+        pages: dict[str, list[dict[str, Any]]] = {}
         for raw in _exported_items(db, s3, bucket) if via_export else _scan_items(db):
-            if not _HEX64.match(raw["pk"]["S"]):
-                continue  # package items and the package index
-            digest, found, _ = digest_from_raw(raw)
-            line: dict[str, Any] = {
-                "d": digest,
-                "f": sorted(found.forms),
-                "p": {k: [r.lo, r.hi] for k, r in found.packages.items()},
-            }
-            f.write(json.dumps(line, separators=(",", ":")) + "\n")
+            key = raw["pk"]["S"]
+            if _PAGE.match(key):
+                pages.setdefault(key[:64], []).append(json.loads(raw["v"]["S"]))
+                continue
+            if not _HEX64.match(key):
+                continue  # package items, the package index, leases
+            digest, head, _ = head_of(raw)
+            if int(head.get("o", 0)):
+                waiting[digest] = head
+                continue
+            f.write(_digest_line(digest, info_of(head, ())) + "\n")
+            stats.digests += 1
+        for digest, head in waiting.items():
+            f.write(_digest_line(digest, info_of(head, pages.get(digest, ()))) + "\n")
             stats.digests += 1
     return stats
+
+
+def _digest_line(digest: str, found: DigestInfo) -> str:
+    line: dict[str, Any] = {
+        "d": digest,
+        "f": sorted(found.forms),
+        "p": {k: [r.lo, r.hi] for k, r in found.packages.items()},
+    }
+    if found.history:
+        line["h"] = {k: dict(v) for k, v in found.history.items()}
+    return json.dumps(line, separators=(",", ":"))
 
 
 def _lines(src: IO[bytes]) -> Iterator[dict[str, Any]]:
@@ -147,17 +170,21 @@ def _lines(src: IO[bytes]) -> Iterator[dict[str, Any]]:
 def import_db(db: UpstreamDB, s3: S3Client, bucket: str, src: IO[bytes]) -> DumpStats:
     """Merge a dump into the database; items that already hold what the dump says are not rewritten."""
     stats = DumpStats()
-    digests: dict[str, tuple[set[str], dict[str, VersionRange]]] = {}
+    digests: dict[str, Contribution] = {}
     for entry in _lines(src):
         if "d" in entry:
-            digests[entry["d"]] = (
+            digests[entry["d"]] = Contribution(
                 set(entry["f"]),
                 {p: VersionRange(r[0], r[1]) for p, r in entry["p"].items()},
+                dict(entry.get("h") or {}),
             )
+        elif "git" in entry:
+            if Releases(s3, bucket).git_state(entry["git"]) is None:
+                Releases(s3, bucket).put_git_state(entry["git"], entry["state"])
         else:
             _import_entry(db, s3, bucket, entry, stats)
     stats.digests = len(digests)
-    stats.written = db.merge_digests(digests)
+    stats.written = db.merge(digests)
     return stats
 
 

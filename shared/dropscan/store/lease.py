@@ -1,11 +1,12 @@
-"""The upstream table's writer lease: one merge writes at a time (see ``store.upstream`` for why)."""
+"""Writer leases of the upstream table: one per shard of the digest items (see ``store.upstream``), each
+held by one merge at a time for as long as it takes to read, widen and write that shard's items."""
 
 from __future__ import annotations
 
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -15,9 +16,9 @@ from botocore.exceptions import ClientError
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-# the writer lease's item; not a digest, so dumps and lookups never see it
+# the writer lease's item of the earlier design (one for the whole table); shard leases are
+# ``lease#digests#<n>``. Not digests, so dumps and lookups never see them.
 WRITER_LEASE = "lease#digests"
-_LEASE_KEY = {"pk": {"S": WRITER_LEASE}}
 
 
 class LeaseBusy(RuntimeError):
@@ -30,28 +31,34 @@ class LeaseLost(RuntimeError):
 
 @dataclass
 class WriterLease:
-    """The upstream table's writer lease: held by one merge at a time, renewed while held.
+    """A writer lease (the item ``key``): held by one merge at a time, renewed while held.
 
-    The item keeps ``owner`` and ``expires`` (epoch seconds) while held, and ``wrote`` once any merge
-    has written a digest item: a merge into a table no merge ever wrote to needs to read nothing first.
+    The item keeps ``owner`` and ``expires`` (epoch seconds by ``clock``) while held, and ``wrote`` once
+    a merge has written a digest item under it: a shard no merge ever wrote to needs no read first.
     A writer that dies holding it (a Lambda timeout) blocks the others for at most ``lease_s``.
     """
 
     client: DynamoDBClient
     table: str
     lease_s: float = 60.0
+    key: str = WRITER_LEASE
+    clock: Callable[[], float] = time.time
     owner: str = field(default_factory=lambda: uuid.uuid4().hex)
     fresh: bool = False  # no digest item was ever written: nothing to read before writing
     marked: bool = False  # the item says ``wrote`` already
     _lost: threading.Event = field(default_factory=threading.Event)
     _stop: threading.Event = field(default_factory=threading.Event)
 
+    @property
+    def _key(self) -> dict[str, Any]:
+        return {"pk": {"S": self.key}}
+
     def try_acquire(self) -> bool:
-        now = time.time()
+        now = self.clock()
         try:
             resp = self.client.update_item(
                 TableName=self.table,
-                Key=_LEASE_KEY,
+                Key=self._key,
                 UpdateExpression="SET #o = :me, #e = :exp",
                 ConditionExpression="attribute_not_exists(#o) OR #e < :now",
                 ExpressionAttributeNames={"#o": "owner", "#e": "expires"},
@@ -68,21 +75,15 @@ class WriterLease:
             raise
         old = resp.get("Attributes") or {}
         self.marked = "wrote" in old
-        # an item without ``wrote`` was made by a merge that wrote nothing, or by none (an older table)
-        self.fresh = not self.marked and self._only_the_lease()
+        # without ``wrote``: no merge wrote under it (whether the table was empty then, the caller knows)
+        self.fresh = not self.marked
         return True
-
-    def _only_the_lease(self) -> bool:
-        """Whether the table holds nothing but this item (a table older than the lease may hold digests)."""
-        resp = self.client.scan(TableName=self.table, Limit=2, ProjectionExpression="pk")
-        items = resp.get("Items", [])
-        return "LastEvaluatedKey" not in resp and all(i["pk"]["S"] == WRITER_LEASE for i in items)
 
     def _update(self, expression: str, values: dict[str, Any], *, names: dict[str, str]) -> bool:
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key=_LEASE_KEY,
+                Key=self._key,
                 UpdateExpression=expression,
                 ConditionExpression="#o = :me",
                 ExpressionAttributeNames={"#o": "owner", **names},
@@ -97,7 +98,7 @@ class WriterLease:
 
     def renew(self) -> bool:
         return self._update(
-            "SET #e = :exp", {":exp": {"N": str(time.time() + self.lease_s)}}, names={"#e": "expires"}
+            "SET #e = :exp", {":exp": {"N": str(self.clock() + self.lease_s)}}, names={"#e": "expires"}
         )
 
     def mark_written(self) -> None:
@@ -125,6 +126,12 @@ class WriterLease:
                 raise LeaseBusy(f"the writer lease of {self.table} stayed taken for {wait_s:.0f} s")
             time.sleep(min(2.0, 0.05 * 2**attempt))
             attempt += 1
+        with self.renewing():
+            yield self
+
+    @contextmanager
+    def renewing(self) -> Iterator[WriterLease]:
+        """Renew the lease (acquired) while the block runs, and let it go at the end."""
         beat = threading.Thread(target=self._heartbeat, name="writer-lease", daemon=True)
         beat.start()
         try:

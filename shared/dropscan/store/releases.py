@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dropscan.keys import release_error_key, release_key, release_report_key
+from dropscan.keys import (
+    git_pack_prefix,
+    git_report_key,
+    git_state_key,
+    release_error_key,
+    release_key,
+    release_report_key,
+)
 from dropscan.models import Release
 
 if TYPE_CHECKING:
@@ -71,3 +79,31 @@ class Releases:
             Key=release_error_key(package, version),
             Body=json.dumps({"key": key, "error": error}).encode(),
         )
+
+    def git_state(self, package: str) -> dict[str, Any] | None:
+        """What earlier ingests of the package's git repository did (None: none did)."""
+        try:
+            body = self.s3.get_object(Bucket=self.bucket, Key=git_state_key(package))["Body"].read()
+        except self.s3.exceptions.NoSuchKey:
+            return None
+        state: dict[str, Any] = json.loads(gzip.decompress(body))
+        return state
+
+    def put_git_state(self, package: str, state: dict[str, Any]) -> None:
+        body = gzip.compress(json.dumps(state, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+        self.s3.put_object(Bucket=self.bucket, Key=git_state_key(package), Body=body)
+
+    def put_git_report(self, package: str, report: dict[str, Any]) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=git_report_key(package), Body=json.dumps(report).encode())
+
+    def git_packs(self, package: str) -> list[str]:
+        """The keys of the packs (and their indexes) of the package's bundles ingested so far."""
+        prefix = git_pack_prefix(package)
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+    def put_git_pack(self, package: str, path: Path) -> None:
+        self.s3.upload_file(str(path), self.bucket, git_pack_prefix(package) + path.name)
+
+    def get_git_pack(self, key: str, dest: Path) -> None:
+        self.s3.download_file(self.bucket, key, str(dest / key.rsplit("/", 1)[-1]))

@@ -17,7 +17,14 @@ import boto3
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
-from dropscan.keys import manifest_key, product_key, release_error_key, release_key, scan_id_for
+from dropscan.keys import (
+    git_report_key,
+    manifest_key,
+    product_key,
+    release_error_key,
+    release_key,
+    scan_id_for,
+)
 from dropscan.models import Decision, Trust
 from dropscan.store.decisions import DecisionStore
 from dropscan.store.scans import ScanStore
@@ -147,6 +154,42 @@ class Client:
             body = self.s3.get_object(Bucket=self.names.upstream_bucket, Key=error_key)["Body"].read()
             raise IngestFailed(f"{package}@{version}: {json.loads(body)['error']}")
         assert self._exists(self.names.upstream_bucket, release_key(package, version))
+
+    def ingest_bundle(
+        self, bundle: Path, package: str, *, trust: Trust | None = None, timeout: float = 3600
+    ) -> dict[str, Any]:
+        """Upload a git bundle to upstream/<package>/git/<name>.bundle, wait until its ingest (all its parts)
+        is done, and return the ingest's report."""
+        key = f"upstream/{package}/git/{bundle.name.removesuffix('.bundle')}.bundle"
+        meta = {"trust": trust.value} if trust else {}
+        self.s3.upload_file(
+            str(bundle), self.names.upstream_bucket, key, ExtraArgs={"Metadata": meta}, Config=SINGLE_PUT
+        )
+        etag = self.s3.head_object(Bucket=self.names.upstream_bucket, Key=key)["ETag"].strip('"')
+        source = f"s3://{self.names.upstream_bucket}/{key}"
+        found: dict[str, Any] = {}
+
+        def done() -> bool:
+            try:
+                body = self.s3.get_object(Bucket=self.names.upstream_bucket, Key=git_report_key(package))[
+                    "Body"
+                ]
+            except self.s3.exceptions.NoSuchKey:
+                return False
+            report = json.loads(body.read())
+            if (
+                report.get("repository") == source
+                and report.get("bundle_etag") == etag
+                and report["complete"]
+            ):
+                found.update(report)
+                return True
+            return False
+
+        self.changed = True
+        if not self.pump(done, timeout):
+            raise IngestFailed(f"ingest of {key} did not finish within {timeout:.0f} s")
+        return found
 
     def upload_drop(
         self, drop: Path, supplier: str, *, metadata: dict[str, str] | None = None

@@ -1,29 +1,33 @@
 """The upstream-hash database: digest items and package items in one DynamoDB table.
 
 A digest item (``pk`` = hex SHA-256) says which normalised forms produced the digest (``raw``, ``kw``,
-``ws``) and, per package, the lowest and highest release holding it: bounded whatever the number of
-releases. Exact membership lives in the per-release path lists (``releases``). A package item
-(``pk`` = ``package#<name>``) holds the package's trust and its ingested versions.
+``ws``) and, per package, the lowest and highest release holding it and, for a package ingested from
+git with its history, where the content comes from (``h``: first commit, date, subject, paths, first
+release tag). It keeps all that in one JSON string attribute ``v`` beside its key (moto's response
+serializer costs per attribute value: one value reads 2-3 times as fast as a nested map). The earlier
+layout (``forms`` set + ``pkgs`` map) is still read, and rewritten whenever a merge touches it.
 
-A digest item keeps all that in one JSON string attribute ``v`` beside its key: two attributes, not a
-nested map of maps. That makes it about 120 bytes, and moto (whose response serializer costs per
-attribute value) reads it 2-3 times as fast as the earlier layout (``forms`` set + ``pkgs`` map), which
-is still read, and rewritten in the new layout whenever a merge touches it.
+**Bounded items.** A digest item holds at most :data:`PACKAGES_PER_ITEM` packages; the others go to
+overflow items ``<digest>#1``, ``<digest>#2`` ... of as many each, and the head counts them (``o``). An
+item is thus at most about 6 KB however many packages share the content (the empty file, a licence
+text); a lookup reads the overflow items of the few heads that have any.
 
-Merging is read, widen, write: two writers merging the same digest at once (two packages ingested
-together share their licence texts) would each write back what it read plus its own range, and one
-range would be lost. BatchWriteItem takes no conditions, and per-item conditional writes run at a
-tenth of its rate on moto (TransactWriteItems copies the whole table per call there), so every merge
-holds the table's writer lease (:class:`WriterLease`, one item): merges run one at a time, lookups never
-wait.
+**Shard leases.** Merging is read, widen, write: two writers merging the same digest at once (two
+packages share their licence texts) would each write back what they read plus their own range, and one
+would be lost. BatchWriteItem takes no conditions, and per-item conditional writes run at a twelfth of
+its rate on moto (129 puts/s against 1,580 items/s, measured here), so the digest items are split in
+:data:`SHARDS` shards by their first byte, and a merge holds one shard's lease (``lease#digests#<n>``)
+while it reads, widens and writes that shard's items, then lets it go: no lease is held for a whole
+release, merges of many releases at once interleave shard by shard, and lookups never wait.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, TypeVar
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pynamodb.attributes import JSONAttribute, MapAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
@@ -32,13 +36,16 @@ from dropscan.models import (
     DigestInfo,
     FileDigests,
     PackageInfo,
+    Provenance,
     Trust,
     VersionRange,
+    earlier_provenance,
     info_from_json,
+    info_to_json,
     version_key,
 )
 from dropscan.store.batch import BatchTable, CallStats
-from dropscan.store.lease import WriterLease
+from dropscan.store.lease import WRITER_LEASE, LeaseBusy, WriterLease
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -47,7 +54,6 @@ PACKAGE_PREFIX = "package#"
 # one item naming every package, so that listing them reads two items rather than scanning the table
 PACKAGE_INDEX = "packages"
 FORMS = ("raw", "kw", "ws")
-T = TypeVar("T")
 
 
 class DigestItem(Model):
@@ -108,6 +114,35 @@ def _package_from_raw(raw: dict[str, Any]) -> PackageInfo:
     return PackageInfo(item.name, Trust(item.trust), tuple(sorted(item.versions or (), key=version_key)))
 
 
+#: packages a digest item holds before the next go to an overflow item
+PACKAGES_PER_ITEM = 16
+#: shards of the digest items, each with its writer lease
+SHARDS = 32
+#: an item that is not a digest item: it tells whether the table held no digest when merges began
+LAYOUT = "meta#layout"
+
+Digests = Mapping[str, tuple[set[str], Mapping[str, VersionRange]]]
+
+
+@dataclass
+class Contribution:
+    """What one merge says of one digest: forms, release ranges, provenance, other forms' digests."""
+
+    forms: set[str] = field(default_factory=set)
+    ranges: dict[str, VersionRange] = field(default_factory=dict)
+    history: dict[str, Provenance] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)  # "kw"/"ws" -> digest, where they differ
+
+    def add_range(self, package: str, rng: VersionRange) -> None:
+        prev = self.ranges.get(package)
+        self.ranges[package] = prev.widen(rng.lo).widen(rng.hi) if prev else rng
+
+    def add_history(self, package: str, prov: Provenance) -> None:
+        merged = earlier_provenance(self.history.get(package), prov)
+        if merged is not None:
+            self.history[package] = merged
+
+
 def release_entries(files: Iterable[FileDigests]) -> dict[str, dict[str, Any]]:
     """digest -> {"forms": set, "kw": .., "ws": ..} for the files of one release."""
     out: dict[str, dict[str, Any]] = {}
@@ -123,107 +158,124 @@ def release_entries(files: Iterable[FileDigests]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _widen(new: tuple[set[str], Mapping[str, VersionRange]], old: DigestInfo | None) -> DigestInfo:
-    """``old`` with the forms and version ranges of ``new`` added."""
-    forms, ranges = new
-    packages = dict(old.packages) if old else {}
-    for pkg, rng in ranges.items():
-        prev = packages.get(pkg)
-        packages[pkg] = prev.widen(rng.lo).widen(rng.hi) if prev else rng
-    return DigestInfo(frozenset(forms) | (old.forms if old else frozenset()), packages)
+def contributions_of(
+    files: Iterable[FileDigests],
+    package: str,
+    rng: VersionRange | None,
+    into: dict[str, Contribution] | None = None,
+    history: Provenance | None = None,
+) -> dict[str, Contribution]:
+    """The contributions of ``files`` of ``package`` (in ``rng``; None: its history only), added to
+    ``into``; ``history`` is the provenance of the raw digests."""
+    out = into if into is not None else {}
+    for f in files:
+        for digest, form in ((f.sha256, "raw"), (f.kw, "kw"), (f.ws, "ws")):
+            c = out.get(digest)
+            if c is None:
+                c = out[digest] = Contribution()
+            c.forms.add(form)
+            if rng is not None:
+                c.add_range(package, rng)
+            if form == "raw":
+                if f.kw != f.sha256:
+                    c.extra["kw"] = f.kw
+                if f.ws != f.sha256:
+                    c.extra["ws"] = f.ws
+            if history is not None:  # a normal form carries its raw file's provenance
+                c.add_history(package, history)
+    return out
 
 
-#: files of a release merged at a time while its walk goes on: 80 BatchWriteItem calls a page
-RELEASE_PAGE = 2000
+def shard_of(digest: str) -> int:
+    try:
+        return int(digest[:2], 16) % SHARDS
+    except ValueError:  # not hex: keys of other items never come here, but a bad digest must not crash
+        return sum(digest.encode()) % SHARDS
 
-Digests = Mapping[str, tuple[set[str], Mapping[str, VersionRange]]]
+
+@dataclass
+class _Stored:
+    """A digest as stored: its head and overflow items' values, and what it knows merged."""
+
+    head: dict[str, Any] | None  # the head's parsed ``v`` (None: absent)
+    pages: list[dict[str, Any]]  # the overflow items' parsed ``v``, in order
+    current: bool  # in the current layout (else rewritten on the next merge)
+
+    def info(self) -> DigestInfo:
+        return info_of(self.head or {}, self.pages)
+
+
+def info_of(head: Mapping[str, Any], pages: Iterable[Mapping[str, Any]]) -> DigestInfo:
+    ranges: dict[str, VersionRange] = {}
+    history: dict[str, Provenance] = {}
+    for value in (head, *pages):
+        for p, r in value.get("p", {}).items():
+            if r:
+                ranges[p] = VersionRange(r[0], r[-1])
+        history.update(value.get("h") or {})
+    return DigestInfo(frozenset(head.get("f", ())), ranges, history)
+
+
+def _merged(old: DigestInfo | None, new: Contribution) -> DigestInfo:
+    forms = set(new.forms) | set(old.forms if old else ())
+    ranges = dict(old.packages) if old else {}
+    for pkg, rng in new.ranges.items():
+        prev = ranges.get(pkg)
+        ranges[pkg] = prev.widen(rng.lo).widen(rng.hi) if prev else rng
+    history = {p: dict(h) for p, h in (old.history if old else {}).items()}
+    for pkg, prov in new.history.items():
+        merged = earlier_provenance(history.get(pkg), prov)
+        if merged is not None:
+            history[pkg] = dict(merged)
+    return DigestInfo(frozenset(forms), ranges, history)
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-class _ItemEncoder:
-    """Raw digest items, serialised by hand as digest_from_raw reads them (a pynamodb model costs 3x):
-    ``v`` is json.dumps of ``{"d": digest, **info_to_json(info), **more}``, with the JSON of form sets and
-    package ranges made once (a release's items share a handful of each; json.dumps per item was a fifth
-    of a kernel ingest's own work beside moto's)."""
+def _layout(digest: str, info: DigestInfo, extra: Mapping[str, str], old_order: list[str]) -> list[str]:
+    """The item values (head first) of ``info``: packages keep the item they were in (``old_order``,
+    head's then each page's), new ones fill the head, then the pages, :data:`PACKAGES_PER_ITEM` each."""
+    names = sorted(info.names)
+    known = [n for n in old_order if n in info.names]
+    order = known + [n for n in names if n not in set(known)]
+    groups = [order[i : i + PACKAGES_PER_ITEM] for i in range(0, len(order), PACKAGES_PER_ITEM)] or [[]]
 
-    def __init__(self) -> None:
-        self._forms: dict[frozenset[str], str] = {}
-        self._packages: dict[tuple[tuple[str, VersionRange], ...], str] = {}
+    def part(group: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "p": {p: info.packages[p].as_list() for p in sorted(group) if p in info.packages}
+        }
+        hist = {p: dict(info.history[p]) for p in sorted(group) if p in info.history}
+        if hist:
+            out["h"] = hist
+        return out
 
-    def item(self, digest: str, info: DigestInfo, more: Mapping[str, str]) -> dict[str, Any]:
-        forms = self._forms.get(info.forms)
-        if forms is None:
-            forms = self._forms[info.forms] = _dumps(sorted(info.forms))
-        ranges = tuple(sorted(info.packages.items()))
-        packages = self._packages.get(ranges)
-        if packages is None:
-            packages = self._packages[ranges] = _dumps({p: r.as_list() for p, r in ranges})
-        tail = "".join(f",{_dumps(k)}:{_dumps(v)}" for k, v in more.items()) if more else ""
-        value = f'{{"d":{_dumps(digest)},"f":{forms},"p":{packages}{tail}}}'
-        return {"pk": {"S": digest}, "v": {"S": value}}
-
-
-class _PagedMerge:
-    """One merge under the writer lease, page by page: what it wrote is remembered, so a later page
-    neither reads it again nor loses it, and :meth:`undo` can put every item back as it was."""
-
-    def __init__(self, db: UpstreamDB, lease: WriterLease) -> None:
-        self.db = db
-        self.lease = lease
-        self.mine: dict[str, tuple[DigestInfo, dict[str, str]]] = {}  # as this merge left each digest
-        self.before: dict[str, dict[str, Any] | None] = {}  # raw item before its first write (None: none)
-        self.written = 0
-        self._encode = _ItemEncoder()
-
-    def add(self, digests: Digests, extra: Mapping[str, dict[str, str]]) -> None:
-        """Widen ``digests``; write the items that change."""
-        unseen = [d for d in digests if d not in self.mine]
-        # a table no merge ever wrote to (a first ingest, a database loaded from a dump) has nothing to
-        # read: 80,000 absent keys are 2.7 s of a kernel's ingest on moto
-        raws = {} if self.lease.fresh or not unseen else self._read(unseen)
-        changed: list[dict[str, Any]] = []
-        for digest, new in digests.items():
-            if digest in self.mine:
-                old, current = self.mine[digest][0], True
-            elif digest in raws:
-                _, old, current = digest_from_raw(raws[digest])
-            else:
-                old, current = None, False
-            info = _widen(new, old)
-            more = {**self.mine.get(digest, (info, {}))[1], **extra.get(digest, {})}
-            self.mine[digest] = (info, more)
-            if old is not None and current and info == old:
-                continue
-            self.before.setdefault(digest, raws.get(digest))
-            changed.append(self._encode.item(digest, info, more))
-        self.lease.check()
-        if changed:
-            self.lease.mark_written()
-            self.db.batch.put_many(changed, before_page=self.lease.check)
-            self.written += len(changed)
-
-    def _read(self, digests: list[str]) -> dict[str, dict[str, Any]]:
-        """Whole raw items (with their key: :meth:`undo` may put them back)."""
-        return {raw["pk"]["S"]: raw for raw in self.db.batch.get_many([{"pk": {"S": d}} for d in digests])}
-
-    def undo(self) -> None:
-        """Put back every item this merge wrote as it was before (still under the lease)."""
-        self.db.batch.put_many([raw for raw in self.before.values() if raw is not None])
-        self.db.batch.delete_many([{"pk": {"S": d}} for d, raw in self.before.items() if raw is None])
+    head = {"d": digest, "f": sorted(info.forms), **part(groups[0]), **dict(sorted(extra.items()))}
+    if len(groups) > 1:
+        head["o"] = len(groups) - 1
+    return [_dumps(head)] + [_dumps({"d": digest, **part(g)}) for g in groups[1:]]
 
 
-def _pages(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    page: list[T] = []
-    for item in items:
-        page.append(item)
-        if len(page) == size:
-            yield page
-            page = []
-    if page:
-        yield page
+def _order_of(stored: _Stored | None) -> list[str]:
+    if stored is None or stored.head is None:
+        return []
+    out: list[str] = []
+    for value in (stored.head, *stored.pages):
+        out.extend(sorted(set(value.get("p", {})) | set(value.get("h") or {})))
+    return out
+
+
+def head_of(raw: dict[str, Any]) -> tuple[str, dict[str, Any], bool]:
+    """(digest, head value as the current layout writes it, whether the item is in that layout)."""
+    digest, info, current = digest_from_raw(raw)
+    value = json.loads(raw["v"]["S"]) if "v" in raw else info_to_json(info)
+    value["d"] = digest
+    return digest, value, current
+
+
+def _not_a_digest(key: str) -> bool:
+    return key.startswith(("lease#", "meta#", PACKAGE_PREFIX)) or key == PACKAGE_INDEX
 
 
 class UpstreamDB:
@@ -239,10 +291,11 @@ class UpstreamDB:
         forked_reads: bool = False,
         lease_s: float = 60.0,
         lease_wait_s: float = 300.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        """``lease_s``: how long the writer lease outlives a writer that stopped renewing it;
-        ``lease_wait_s``: how long a merge waits for it (then LeaseBusy: the message comes back later);
-        ``forked_reads``: see :class:`BatchTable`.
+        """``lease_s``: how long a shard lease outlives a writer that stopped renewing it;
+        ``lease_wait_s``: how long a merge waits for a shard another merge holds (then LeaseBusy: the
+        message comes back later); ``clock``: the leases' clock; ``forked_reads``: see :class:`BatchTable`.
         """
         self.client = client
         self.table = table
@@ -251,6 +304,8 @@ class UpstreamDB:
         )
         self.lease_s = lease_s
         self.lease_wait_s = lease_wait_s
+        self.clock = clock
+        self._born_empty: bool | None = None
 
     @property
     def stats(self) -> CallStats:
@@ -259,14 +314,31 @@ class UpstreamDB:
     # -------------------------------------------------------------- reads
     def lookup(self, digests: Iterable[str]) -> dict[str, DigestInfo]:
         """The known digests among ``digests`` (deduplicated: one key per digest, 100 a call)."""
-        return {d: info for d, info, _ in self._lookup_raw(digests)}
+        return {d: st.info() for d, st in self._read(sorted(set(digests)), projected=True).items()}
 
-    def _lookup_raw(self, digests: Iterable[str]) -> list[tuple[str, DigestInfo, bool]]:
-        keys = [{"pk": {"S": d}} for d in sorted(set(digests))]
-        try:
-            return [digest_from_raw(raw) for raw in self.batch.get_many(keys, projection=LOOKUP_PROJECTION)]
-        except KeyError:  # a table written before ``v`` held the key: its items can only be read whole
-            return [digest_from_raw(raw) for raw in self.batch.get_many(keys)]
+    def _read(self, digests: list[str], *, projected: bool = False) -> dict[str, _Stored]:
+        """The stored heads of ``digests`` and their overflow items (absent digests left out)."""
+        keys = [{"pk": {"S": d}} for d in digests]
+        heads: dict[str, _Stored] = {}
+        raws: list[dict[str, Any]] | None = None
+        if projected:
+            try:
+                raws = self.batch.get_many(keys, projection=LOOKUP_PROJECTION)
+                parsed = [(raw, head_of(raw)) for raw in raws]
+            except KeyError:  # a table written before ``v`` held the key: its items can only be read whole
+                raws = None
+        if raws is None:
+            parsed = [(raw, head_of(raw)) for raw in self.batch.get_many(keys)]
+        for _, (digest, head, current) in parsed:
+            heads[digest] = _Stored(head, [], current)
+        paged = {d: int(st.head.get("o", 0)) for d, st in heads.items() if st.head}
+        paged = {d: n for d, n in paged.items() if n}
+        if paged:
+            page_keys = [{"pk": {"S": f"{d}#{k}"}} for d, n in paged.items() for k in range(1, n + 1)]
+            found = {raw["pk"]["S"]: json.loads(raw["v"]["S"]) for raw in self.batch.get_many(page_keys)}
+            for d, n in paged.items():
+                heads[d].pages = [found[f"{d}#{k}"] for k in range(1, n + 1) if f"{d}#{k}" in found]
+        return heads
 
     def packages(self, names: Iterable[str] | None = None) -> dict[str, PackageInfo]:
         """Package items by name: the named ones, or all of them."""
@@ -303,7 +375,7 @@ class UpstreamDB:
 
     def is_known(self, sha256: str) -> bool:
         item = self.client.get_item(TableName=self.table, Key={"pk": {"S": sha256}}).get("Item")
-        return item is not None and "raw" in digest_from_raw(item)[1].forms
+        return item is not None and "raw" in head_of(item)[1].get("f", ())
 
     # -------------------------------------------------------------- writes
     def add_release(
@@ -319,38 +391,124 @@ class UpstreamDB:
         return written
 
     def merge_release(self, package: str, version: str, files: Iterable[FileDigests]) -> int:
-        """Merge one release's digests page by page, as ``files`` yields them; returns the items written.
-
-        ``files`` may be an archive walk going on in another process: its pages are written while it
-        reads on. If it raises, every item written is put back as it was and the error is raised: a
-        release that could not be read leaves no trace. The release is not registered (see
+        """Merge one release's digests; returns the items written. The release is not registered (see
         :meth:`register`).
+
+        ``files`` is read to its end before anything is written: if it raises (an archive that could
+        not be read), the table is left as it was.
         """
-        here = {package: VersionRange(version, version)}
-        with self._lease() as lease:
-            merge = _PagedMerge(self, lease)
-            try:
-                for page in _pages(files, RELEASE_PAGE):
-                    entries = release_entries(page)
-                    merge.add(
-                        {d: (e["forms"], here) for d, e in entries.items()},
-                        {d: {k: e[k] for k in ("kw", "ws") if k in e} for d, e in entries.items()},
-                    )
-            except Exception:  # not a kill: Lambda's own end leaves no chance to undo either
-                merge.undo()
-                raise
-        return merge.written
+        return self.merge(contributions_of(files, package, VersionRange(version, version)))
 
     def merge_digests(self, digests: Digests, *, extra: Mapping[str, dict[str, str]] | None = None) -> int:
         """Widen forms and version ranges of ``digests``; write only the items that change."""
-        with self._lease() as lease:
-            merge = _PagedMerge(self, lease)
-            merge.add(digests, extra or {})
-        return merge.written
+        contributions: dict[str, Contribution] = {}
+        for digest, (forms, ranges) in digests.items():
+            c = contributions[digest] = Contribution(set(forms), dict(ranges))
+            c.extra.update((extra or {}).get(digest, {}))
+        return self.merge(contributions)
 
-    def _lease(self) -> AbstractContextManager[WriterLease]:
-        """The writer lease, held from a merge's first read to its last write (see the module)."""
-        return WriterLease(self.client, self.table, self.lease_s).held(wait_s=self.lease_wait_s)
+    def merge(
+        self, contributions: Mapping[str, Contribution], *, on_shard: Callable[[int], None] | None = None
+    ) -> int:
+        """Merge ``contributions`` shard by shard, each under its lease; returns the items written.
+
+        Shards another merge holds are passed over and come back later; a merge waits (sleeping) only
+        when every shard it still needs is taken, and gives up with LeaseBusy after ``lease_wait_s`` of
+        no progress. ``on_shard`` is told each shard as it is done (checkpoints, tests).
+        """
+        by_shard: dict[int, dict[str, Contribution]] = {}
+        for digest, c in contributions.items():
+            by_shard.setdefault(shard_of(digest), {})[digest] = c
+        pending = sorted(by_shard)
+        written = 0
+        waited_since: float | None = None
+        attempt = 0
+        while pending:
+            progressed = False
+            for shard in list(pending):
+                lease = WriterLease(
+                    self.client, self.table, self.lease_s, key=f"{WRITER_LEASE}#{shard}", clock=self.clock
+                )
+                if not lease.try_acquire():
+                    continue
+                with lease.renewing():
+                    written += self._merge_shard(lease, by_shard[shard])
+                pending.remove(shard)
+                progressed = True
+                if on_shard is not None:
+                    on_shard(shard)
+            if not pending:
+                break
+            if progressed:
+                waited_since, attempt = None, 0
+                continue
+            now = time.monotonic()
+            waited_since = waited_since or now
+            if now - waited_since > self.lease_wait_s:
+                raise LeaseBusy(
+                    f"{len(pending)} shards of {self.table} stayed taken for {self.lease_wait_s:.0f} s"
+                )
+            time.sleep(min(1.0, 0.02 * 2**attempt))
+            attempt += 1
+        return written
+
+    def _merge_shard(self, lease: WriterLease, contributions: Mapping[str, Contribution]) -> int:
+        """Read, widen and write one shard's digests under its lease; only the items that change."""
+        digests = sorted(contributions)
+        fresh = lease.fresh and self.born_empty()
+        stored = {} if fresh else self._read(digests)
+        changed: list[dict[str, Any]] = []
+        for digest in digests:
+            new = contributions[digest]
+            old = stored.get(digest)
+            old_info = old.info() if old is not None else None
+            info = _merged(old_info, new)
+            extra: dict[str, str] = {
+                k: str(old.head[k]) for k in ("kw", "ws") if old is not None and old.head and k in old.head
+            }
+            extra.update(new.extra)
+            values = _layout(digest, info, extra, _order_of(old))
+            before = (
+                [_dumps(old.head)] + [_dumps(p) for p in old.pages] if old is not None and old.head else []
+            )
+            if old is not None and old.current and values == before:
+                continue
+            keys = [digest] + [f"{digest}#{k}" for k in range(1, len(values))]
+            changed.extend({"pk": {"S": k}, "v": {"S": v}} for k, v in zip(keys, values, strict=True))
+        lease.check()
+        if changed:
+            lease.mark_written()
+            self.batch.put_many(changed, before_page=lease.check)
+        return len(changed)
+
+    def born_empty(self) -> bool:
+        """Whether the table held no digest item when merges began (recorded once, in :data:`LAYOUT`):
+        a shard whose lease never saw a write then holds nothing, and a merge into it reads nothing."""
+        if self._born_empty is None:
+            item = self.client.get_item(
+                TableName=self.table, Key={"pk": {"S": LAYOUT}}, ConsistentRead=True
+            ).get("Item")
+            if item is None:
+                resp = self.client.scan(TableName=self.table, Limit=50, ProjectionExpression="pk")
+                empty = "LastEvaluatedKey" not in resp and all(
+                    _not_a_digest(i["pk"]["S"]) for i in resp.get("Items", [])
+                )
+                try:
+                    self.client.put_item(
+                        TableName=self.table,
+                        Item={
+                            "pk": {"S": LAYOUT},
+                            "born_empty": {"BOOL": empty},
+                            "shards": {"N": str(SHARDS)},
+                        },
+                        ConditionExpression="attribute_not_exists(pk)",
+                    )
+                except self.client.exceptions.ConditionalCheckFailedException:
+                    item = self.client.get_item(
+                        TableName=self.table, Key={"pk": {"S": LAYOUT}}, ConsistentRead=True
+                    )["Item"]
+            self._born_empty = bool(item["born_empty"]["BOOL"]) if item is not None else empty
+        return self._born_empty
 
     def register(self, package: str, version: str, trust: Trust | None) -> None:
         """Record ``version`` of ``package``; ``trust`` None keeps the package's trust (high when new)."""

@@ -95,6 +95,13 @@ class Work:
             QueueUrl=self.settings.unpack_queue_url, MessageBody=json.dumps({"part": message})
         )
 
+    def send_git_resume(self, bucket: str, key: str) -> None:
+        """The rest of a git bundle's ingest, to the ingest queue (the checkpoint is the git state)."""
+        self.sqs.send_message(
+            QueueUrl=self.settings.ingest_queue_url,
+            MessageBody=json.dumps({"git": {"bucket": bucket, "key": key}}),
+        )
+
     def send_finalize(self, scan_id: str) -> None:
         self.sqs.send_message(
             QueueUrl=self.settings.finalize_queue_url, MessageBody=json.dumps({"scan_id": scan_id})

@@ -1,0 +1,165 @@
+"""ingest-git on small repositories built with git: tags as releases, history with provenance,
+incremental runs, a partial clone's missing blob."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from gitrepos import FIX, LICENCE, build_upstream_repo, commit, git, sha
+from moto import mock_aws
+
+from dropscan.archive.digest import digest_bytes
+from dropscan.gitrepo import GitRepo, version_of
+from dropscan.models import VersionRange
+from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
+from dropscan.store.releases import Releases
+from dropscan.store.upstream import UpstreamDB
+
+
+@pytest.fixture
+def upstream_repo(tmp_path: Path) -> Path:
+    return build_upstream_repo(tmp_path)
+
+
+@pytest.fixture
+def aws() -> Iterator[tuple[UpstreamDB, Releases]]:
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="upstream",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="upstream-bucket")
+        yield UpstreamDB(dynamodb, "upstream"), Releases(s3, "upstream-bucket")
+
+
+def run(repo: Path, aws: tuple[UpstreamDB, Releases], **options: Any) -> dict[str, Any]:
+    db, releases = aws
+    return ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(**options))
+
+
+@pytest.mark.parametrize(
+    ("tag", "version"),
+    [
+        ("1_35_0", "1.35.0"),
+        ("v6.1.176", "6.1.176"),
+        ("v2023.01", "2023.01"),
+        ("busybox-1.2", "1.2"),
+        ("latest", None),
+    ],
+)
+def test_versions_from_tag_names(tag: str, version: str | None) -> None:
+    assert version_of(tag) == version
+
+
+def test_a_regex_names_the_version() -> None:
+    assert version_of("release/2021.01-rc1", re.compile(r"release/(\S+)")) == "2021.01-rc1"
+    assert version_of("other", re.compile(r"release/(\S+)")) is None
+
+
+def test_tags_become_releases_and_each_blob_is_read_once(upstream_repo: Path, aws: Any) -> None:
+    db, releases = aws
+    report = run(upstream_repo, aws)
+    # Then both tags are releases, with their path lists (the symlink as an archive records one)
+    assert db.packages()["foo"].versions == ("1.0", "1.1")
+    assert releases.load("foo", "1.0").files == {
+        "LICENSE": sha(LICENCE),
+        "main.c": sha(b"int main(void) { return 0; }\n"),
+    }
+    v11 = releases.load("foo", "1.1").files
+    assert set(v11) == {"LICENSE", "main.c", "util/new.c", "link.c"}
+    assert v11["link.c"] == sha(b"")
+    # and the licence, in both tags, is one blob read once, ranging over both releases
+    assert report["blobs"]["read"] == 3  # licence, main.c, util/new.c: no other content in the tags
+    found = db.lookup([sha(LICENCE), sha(FIX)])
+    assert found[sha(LICENCE)].packages == {"foo": VersionRange("1.0", "1.1")}
+    assert sha(FIX) not in found  # only on a branch: not without --history
+    assert report["blobs"]["missing"] == 0
+
+
+def test_history_names_the_commit_of_an_unreleased_fix(upstream_repo: Path, aws: Any) -> None:
+    db, _ = aws
+    report = run(upstream_repo, aws, history=True)
+    fix = db.lookup([sha(FIX)])[sha(FIX)]
+    # Then the fix is upstream content of foo, in no release, with the commit it came from
+    assert fix.packages == {} and fix.names == {"foo"} and "raw" in fix.forms
+    prov = fix.history["foo"]
+    assert prov["c"] == (upstream_repo / "fix-commit").read_text()
+    assert prov["s"] == "Fix the return code" and prov["t"] == "2003-03-03T00:00:00Z"
+    assert prov["p"] == ["main.c"] and "r" not in prov
+    # and a released file says its first commit and its first release tag, and the paths it had
+    lic = db.lookup([sha(LICENCE)])[sha(LICENCE)].history["foo"]
+    assert lic["s"] == "Initial import" and lic["r"] == "1_0"
+    old = db.lookup([sha(b"int old;\n")])[sha(b"int old;\n")].history["foo"]
+    assert old["p"] == ["util/new.c", "util/old.c"] and old["r"] == "v1.1"
+    # and every blob of the history was read once: the three of the tags, the fix and the first main.c
+    assert report["blobs"]["read"] == 4 and report["commits"] == 5
+
+
+def test_a_second_run_with_nothing_new_reads_and_writes_nothing(upstream_repo: Path, aws: Any) -> None:
+    db, _ = aws
+    run(upstream_repo, aws, history=True)
+    written = db.stats.items_written
+    again = run(upstream_repo, aws, history=True)
+    assert again["tags"]["new"] == 0 and again["commits"] == 0
+    assert again["blobs"]["read"] == 0 and again["items_written"] == 0
+    assert db.stats.items_written == written
+
+
+def test_a_new_tag_reads_only_its_new_blobs(upstream_repo: Path, aws: Any) -> None:
+    db, releases = aws
+    run(upstream_repo, aws, history=True)
+    git(upstream_repo, "checkout", "-q", "master")
+    commit(upstream_repo, {"new.c": b"int brand_new;\n"}, "Add new", "2004-04-04")
+    git(upstream_repo, "tag", "1_2")
+    report = run(upstream_repo, aws, history=True)
+    assert report["tags"]["versions"] == ["1.2"] and report["commits"] == 1
+    assert report["blobs"]["read"] == 1  # new.c; the others were hashed by the first run
+    assert db.packages()["foo"].versions == ("1.0", "1.1", "1.2")
+    assert db.lookup([sha(LICENCE)])[sha(LICENCE)].packages["foo"] == VersionRange("1.0", "1.2")
+    # the fix, merged into master, is in 1.2 now: its history stays, its release range is new
+    fix = db.lookup([sha(FIX)])[sha(FIX)]
+    assert (
+        fix.packages == {"foo": VersionRange("1.2", "1.2")}
+        and fix.history["foo"]["s"] == "Fix the return code"
+    )
+    assert "new.c" in releases.load("foo", "1.2").files
+
+
+def test_a_missing_blob_is_counted_and_named_and_the_rest_ingested(upstream_repo: Path, aws: Any) -> None:
+    # Given a copy that lacks one blob (as a partial clone would)
+    blob = git(upstream_repo, "rev-parse", "1_0:main.c")
+    (upstream_repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    db, releases = aws
+    report = run(upstream_repo, aws, history=True)
+    # Then the ingest ends, names the blob with its path, and has everything else
+    assert report["blobs"]["missing"] == 1
+    assert report["blobs"]["missing_named"] == [{"blob": blob, "paths": ["main.c"]}]
+    assert releases.load("foo", "1.0").files == {"LICENSE": sha(LICENCE)}
+    assert set(db.lookup([sha(LICENCE), sha(FIX)])) == {sha(LICENCE), sha(FIX)}
+    # and a later run with nothing new still names it
+    again = run(upstream_repo, aws, history=True)
+    assert again["blobs"]["missing_named"] == [{"blob": blob, "paths": ["main.c"]}]
+    assert again["blobs"]["missing_met_now"] == 0 and again["items_written"] == 0
+
+
+def test_normal_forms_of_a_history_blob_carry_its_provenance(tmp_path: Path, aws: Any) -> None:
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    text = b"/* $Id: x.c,v 1.2 2001/01/01 $ */\nint x;   \n"
+    commit(repo, {"x.c": text}, "Keywords and trailing blanks", "2005-05-05")
+    db, _ = aws
+    run(repo, aws, history=True)
+    d = digest_bytes(text)
+    found = db.lookup([d.sha256, d.kw, d.ws])
+    assert {f for info in found.values() for f in info.forms} == {"raw", "kw", "ws"}
+    assert all(info.history["foo"]["s"] == "Keywords and trailing blanks" for info in found.values())
