@@ -12,7 +12,7 @@ SAM := $(SAM_VENV)/bin/sam
 BUILD_DIR := .aws-sam/build
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install demo test lint format cases browser bench bench-scale bench-git bench-linux fuzz clean package package-bench image image-test
+.PHONY: install demo test lint format cases browser bench bench-scale bench-db bench-git bench-linux fuzz clean package package-bench image image-test
 
 install: $(STAMP)
 
@@ -107,8 +107,8 @@ bench-linux: install
 
 # The upstream database at scale, synthetic (issue 23): finalize at 1, 100 and 1,000 releases, 10,000
 # packages sharing a licence, writes per release, fifty ingests at once. About 15 minutes.
-bench-scale: install
-	$(BIN)/python bench/scale.py --out bench-out/scale
+bench-db: install
+	$(BIN)/python bench/scale.py --out bench-out/db
 
 # ingest-git of a real repository (GIT_REPO, GIT_PACKAGE) against the floor of reading every object once
 GIT_REPO ?= /work/.mirror/mirror+busybox/repo
