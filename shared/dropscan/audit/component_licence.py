@@ -391,7 +391,7 @@ def resolve_all(
 def flags(licences: Mapping[str, ComponentLicence]) -> list[Any]:
     """``license-file-changed`` for licence files edited from their release's; ``license-unknown`` for
     components whose licence could not be told (the loose files at the top excepted)."""
-    from dropscan.audit.triage import ACTION, REVIEW, Flag
+    from dropscan.audit.flags import ACTION, REVIEW, Flag
 
     out: list[Flag] = []
     for prefix, lic in licences.items():

@@ -21,8 +21,7 @@ from functools import cache
 from typing import Any, TypeAlias, TypeVar
 from urllib.parse import quote
 
-from license_expression import ExpressionError, LicenseExpression
-from spdx_tools.common.spdx_licensing import spdx_licensing
+from license_expression import LicenseExpression
 from spdx_tools.spdx.jsonschema import converter as _json_converter
 from spdx_tools.spdx.jsonschema.annotation_converter import AnnotationConverter
 from spdx_tools.spdx.jsonschema.document_converter import DocumentConverter
@@ -31,7 +30,6 @@ from spdx_tools.spdx.model.actor import Actor, ActorType
 from spdx_tools.spdx.model.annotation import Annotation, AnnotationType
 from spdx_tools.spdx.model.checksum import Checksum, ChecksumAlgorithm
 from spdx_tools.spdx.model.document import CreationInfo, Document
-from spdx_tools.spdx.model.extracted_licensing_info import ExtractedLicensingInfo
 from spdx_tools.spdx.model.file import File, FileType
 from spdx_tools.spdx.model.package import (
     ExternalPackageRef,
@@ -48,10 +46,11 @@ from spdx_tools.spdx.writer.write_utils import convert
 from dropscan import __version__
 from dropscan.forked import Done, Forked
 from dropscan.reports import view
+from dropscan.reports.spdx_licences import Licences, LicenceValue
 
 # spdx-tools' JSON converter turns each property name from snake_case into camelCase with a regex, once
-# per property of every element: 892,000 times for a kernel drop's 80,715 files. There are a few dozen
-# names and the function is pure, so it is memoised: the kernel's document renders in 4.9 s, not 6.2 s.
+# per property of every element; there are a few dozen names and the function is pure, so it is memoised
+# (figures in docs/design.md).
 _camel_case = _json_converter.snake_case_to_camel_case  # type: ignore[attr-defined]
 if not hasattr(_camel_case, "cache_info"):
     _json_converter.snake_case_to_camel_case = cache(_camel_case)  # type: ignore[attr-defined]
@@ -76,7 +75,6 @@ SOURCE_SUFFIXES = frozenset({
 })
 # fmt: on
 
-LicenceValue: TypeAlias = LicenseExpression | SpdxNoAssertion | SpdxNone
 T = TypeVar("T")
 
 
@@ -225,64 +223,6 @@ def created(manifest: Mapping[str, Any]) -> datetime:
             continue
         return (when if when.tzinfo else when.replace(tzinfo=UTC)).replace(microsecond=0)
     return datetime.now(UTC).replace(microsecond=0)
-
-
-class Licences:
-    """Licence expressions as spdx-tools objects; ids off the SPDX list become declared LicenseRefs."""
-
-    def __init__(self) -> None:
-        self.extracted: dict[str, ExtractedLicensingInfo] = {}
-
-    def expression(self, text: str, *, evidence: str | None = None, where: str = "") -> LicenceValue:
-        text = text.strip()
-        if text.upper() == "NOASSERTION":
-            return SpdxNoAssertion()
-        if text.upper() == "NONE":
-            return SpdxNone()
-        rewritten, refs = _rewrite(text)
-        for ref, original in refs:
-            if ref not in self.extracted:
-                self.extracted[ref] = ExtractedLicensingInfo(
-                    license_id=ref,
-                    extracted_text=evidence or original,
-                    license_name=original,
-                    comment=f"Not on the SPDX License List; first found {where}".rstrip() + ".",
-                )
-        return _parse(rewritten)
-
-
-@cache
-def _parse(text: str) -> LicenseExpression:
-    parsed: LicenseExpression = spdx_licensing.parse(text)
-    return parsed
-
-
-@cache
-def _rewrite(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """``text`` with every id off the SPDX list as a LicenseRef, and each LicenseRef with what it stands for.
-
-    SPDX 2.3 clause 10 wants every LicenseRef of a document described in it, so the caller declares them.
-    An expression that does not parse becomes one LicenseRef standing for the whole text.
-    """
-    try:
-        parsed = spdx_licensing.parse(text)
-    except ExpressionError:
-        parsed = None
-    if parsed is None:
-        ref = _ref_name(text)
-        return ref, ((ref, text),)
-    out, names = text, {}
-    for key in spdx_licensing.unknown_license_keys(parsed):
-        if not key.startswith("LicenseRef-"):
-            ref = _ref_name(key)
-            out = re.sub(rf"(?<![\w.+:-]){re.escape(key)}(?![\w.+:-])", ref, out)
-            names[ref] = key
-    refs = [k for k in spdx_licensing.license_keys(_parse(out)) if k.startswith("LicenseRef-")]
-    return out, tuple((ref, names.get(ref, ref)) for ref in dict.fromkeys(refs))
-
-
-def _ref_name(text: str) -> str:
-    return "LicenseRef-" + (re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-") or "unknown")
 
 
 def file_types(f: Mapping[str, Any]) -> list[FileType]:
