@@ -11,7 +11,7 @@ import pytest
 from dropscan.local.dispatcher import load_handler
 from dropscan.local.embedded import EmbeddedStack, embedded
 
-from builders import DROP_FILES, UPSTREAM_FILES, make_tar
+from helpers.builders import DROP_FILES, UPSTREAM_FILES, make_tar
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from dropscan.audit.manifest import validate
 from dropscan.cli import main
 
-from builders import cases_dir
+from helpers.builders import cases_dir
 
 RECIPE = "busybox.json"
 

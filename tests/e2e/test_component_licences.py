@@ -19,7 +19,7 @@ from dropscan.audit.licenses import scancode_available
 from dropscan.audit.manifest import validate
 from dropscan.local.embedded import EmbeddedStack
 
-from builders import DROP_FILES, UPSTREAM_FILES, cases_dir, make_tar, tar_bytes
+from helpers.builders import DROP_FILES, UPSTREAM_FILES, cases_dir, make_tar, tar_bytes
 
 pytestmark = pytest.mark.skipif(
     not scancode_available() and not os.environ.get("DROPSCAN_REQUIRE_SCANCODE"),

@@ -10,7 +10,7 @@ import pytest
 
 from dropscan.cli import main
 
-from builders import EXPECTED_CLASSES, UPSTREAM_FILES, make_tar
+from helpers.builders import EXPECTED_CLASSES, UPSTREAM_FILES, make_tar
 
 
 def scan_classes(drop: Path, data: Path, tmp_path: Path) -> dict[str, str]:

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from product_drops import UPSTREAM, first_drop, review_set, second_drop
 
 from dropscan.audit.manifest import validate
 from dropscan.cli import main
 
-from builders import make_tar
+from helpers.builders import make_tar
+from helpers.product_drops import UPSTREAM, first_drop, review_set, second_drop
 
 
 def scan(drop: Path, data: Path, out: Path, *extra: str, upstream: Path | None = None) -> dict[str, Any]:

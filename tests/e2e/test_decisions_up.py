@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from product_drops import UPSTREAM, first_drop, review_set, second_drop
 
 from dropscan.cli import main
 
-from builders import make_tar
+from helpers.builders import make_tar
+from helpers.product_drops import UPSTREAM, first_drop, review_set, second_drop
 
 ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 

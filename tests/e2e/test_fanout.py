@@ -22,9 +22,9 @@ from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.models import Scan
 from dropscan.store.services import current_services
 
-import bombs
-from builders import make_tar, make_zip, tar_bytes
-from faults import Faults, key_contains, s3_error
+from helpers import bombs
+from helpers.builders import make_tar, make_zip, tar_bytes
+from helpers.faults import Faults, key_contains, s3_error
 from helpers.flows import scan_and_wait
 
 EVERY = {"FanOutMiB": "0"}  # every nested archive is a part of its own

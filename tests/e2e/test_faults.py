@@ -19,8 +19,8 @@ from dropscan.keys import manifest_key
 from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.store.services import Services, current_services
 
-from builders import DROP_FILES, EXPECTED_CLASSES, UPSTREAM_FILES, make_tar
-from faults import Faults, dynamodb_error, key_contains, s3_error
+from helpers.builders import DROP_FILES, EXPECTED_CLASSES, UPSTREAM_FILES, make_tar
+from helpers.faults import Faults, dynamodb_error, key_contains, s3_error
 
 # a second component, so that foo-1.0-acme/ stays identified as foo 1.0
 EXTRA = {f"acme-board/extra{i:02d}.c": f"int extra{i};\n".encode() for i in range(20)}

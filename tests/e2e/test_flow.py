@@ -18,7 +18,7 @@ from dropscan.cli import main
 from dropscan.local.embedded import EmbeddedStack
 from dropscan.store.stack import IngestFailed
 
-from builders import DROP_FILES, EXPECTED_CLASSES, UPSTREAM_FILES, make_tar, make_zip, tar_bytes
+from helpers.builders import DROP_FILES, EXPECTED_CLASSES, UPSTREAM_FILES, make_tar, make_zip, tar_bytes
 from helpers.flows import scan_and_wait
 
 

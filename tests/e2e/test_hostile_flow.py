@@ -10,8 +10,8 @@ from typing import Any
 from dropscan.audit.manifest import validate
 from dropscan.local.embedded import EmbeddedStack
 
-import bombs
-from bombs import GiB
+from helpers import bombs
+from helpers.bombs import GiB
 from helpers.flows import scan_and_wait
 
 

@@ -14,8 +14,8 @@ from conftest import FAST
 from dropscan.local.embedded import embedded
 from dropscan.store.services import current_services
 
-from builders import UPSTREAM_FILES, make_tar
-from faults import Faults, key_contains, s3_error
+from helpers.builders import UPSTREAM_FILES, make_tar
+from helpers.faults import Faults, key_contains, s3_error
 
 SECRET_LINE = b"AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYzz9s1cr3tK\n"
 CONTENTS = {

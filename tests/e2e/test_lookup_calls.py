@@ -8,7 +8,7 @@ from typing import Any
 
 from dropscan.local.embedded import EmbeddedStack
 
-from builders import make_tar
+from helpers.builders import make_tar
 from helpers.flows import scan_and_wait
 
 

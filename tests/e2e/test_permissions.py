@@ -29,8 +29,8 @@ from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.local.stack import REGION
 from dropscan.store.services import current_services
 
-from builders import DROP_FILES, UPSTREAM_FILES, make_tar, tar_bytes
-from faults import Faults, key_contains, query_error, s3_error
+from helpers.builders import DROP_FILES, UPSTREAM_FILES, make_tar, tar_bytes
+from helpers.faults import Faults, key_contains, query_error, s3_error
 
 ACCOUNT = "123456789012"
 

@@ -9,7 +9,7 @@ import pytest
 
 from dropscan.local.embedded import EmbeddedStack
 
-from builders import make_tar, tar_bytes
+from helpers.builders import make_tar, tar_bytes
 from helpers.flows import scan_and_wait
 
 VERSIONS = [f"2.{minor}.0" for minor in range(25, 33)]  # eight releases, like requests 2.25-2.32

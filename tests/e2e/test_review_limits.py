@@ -19,7 +19,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 from dropscan.audit.manifest import validate
 from dropscan.local.embedded import embedded
 
-from builders import make_tar
+from helpers.builders import make_tar
 
 COPY = b"/* A helper the supplier wrote. For non-commercial use only. */\nint helper(int x) { return x; }\n"
 

@@ -10,7 +10,7 @@ from typing import Any
 from dropscan.keys import manifest_key
 from dropscan.local.embedded import EmbeddedStack, Mailbox
 
-from builders import DROP_FILES, UPSTREAM_FILES, make_tar
+from helpers.builders import DROP_FILES, UPSTREAM_FILES, make_tar
 
 GLOBEX_FILES = {
     "globex-fw/boot/start.S": b"_start: b main\n",

@@ -13,7 +13,7 @@ from spdx_tools.spdx.validation.document_validator import validate_full_spdx_doc
 from dropscan.audit.manifest import validate
 from dropscan.local.embedded import EmbeddedStack
 
-from builders import DROP_FILES, UPSTREAM_FILES, make_tar
+from helpers.builders import DROP_FILES, UPSTREAM_FILES, make_tar
 
 ELF_OBJECT = b"\x7fELF\x01\x01\x01\x00" + bytes(8) + b"\x01\x00\x28\x00" + bytes(32) + b"\x00" * 64
 FLAGGED = {

@@ -16,7 +16,7 @@ import pytest
 
 from dropscan.cli import main
 
-from builders import EXPECTED_CLASSES
+from helpers.builders import EXPECTED_CLASSES
 
 
 def free_port() -> int:

@@ -15,7 +15,7 @@ from dropscan.local.dispatcher import load_handler
 from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.store.services import current_services
 
-from builders import DROP_FILES, UPSTREAM_FILES, context, load_event, make_tar, tar_bytes
+from helpers.builders import DROP_FILES, UPSTREAM_FILES, context, load_event, make_tar, tar_bytes
 
 DATA = Path(__file__).parent.parent / "data"
 

@@ -14,7 +14,7 @@ from dropscan.models import Upload
 from dropscan.stages.sweep import iso
 from dropscan.store.services import current_services
 
-from builders import context, load_event
+from helpers.builders import context, load_event
 
 
 def scheduled(at: datetime) -> dict[str, Any]:

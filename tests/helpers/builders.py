@@ -108,7 +108,7 @@ EXPECTED_CLASSES = {
 }
 
 
-EVENTS = Path(__file__).parent / "events"
+EVENTS = Path(__file__).parent.parent / "events"
 
 
 def load_event(name: str, **replace: str) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from packaging.version import Version
 from dropscan.local.embedded import _FAKE_CREDENTIALS
 from dropscan.local.stack import REGION, DeployedStack, deploy, project_root
 
-from builders import DROP_FILES, UPSTREAM_FILES, make_tar
+from helpers.builders import DROP_FILES, UPSTREAM_FILES, make_tar
 
 BUILD = Path(os.environ.get("DROPSCAN_BUILD_DIR", project_root() / ".aws-sam" / "build"))
 LAYER = BUILD / "SharedLayer" / "python"

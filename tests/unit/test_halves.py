@@ -14,7 +14,7 @@ import pytest
 from dropscan.archive import ArchiveReadError, LimitExceeded, Limits, halves, tar_member_at, walk
 from dropscan.models import FileRecord
 
-from builders import tar_of
+from helpers.builders import tar_of
 
 CUT = 1 << 20  # the members below put the cut near 1 MiB
 

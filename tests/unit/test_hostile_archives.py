@@ -29,9 +29,9 @@ from dropscan.archive import walker as archive_module
 from dropscan.archive.paths import MAX_PATH, escape, unescape
 from dropscan.models import FileRecord, Kind
 
-import bombs
-from bombs import GiB, MiB
-from builders import tar_of
+from helpers import bombs
+from helpers.bombs import GiB, MiB
+from helpers.builders import tar_of
 
 
 def sha(data: bytes) -> str:

@@ -16,7 +16,7 @@ from dropscan.audit.triage_plan import NOT_READ, TAGS_ONLY, TriageLimits
 from dropscan.reports import FORMATS, render
 from dropscan.reports.summary import body
 
-from builders import make_tar
+from helpers.builders import make_tar
 
 LICENSED = b"/* SPDX-License-Identifier: Apache-2.0 */\nint helper(void);\n"
 RESTRICTED = b"/* For non-commercial use only. */\nint helper(void);\n"

@@ -18,7 +18,7 @@ from dropscan.audit.manifest import verdict
 from dropscan.audit.triage import component_license, triage_file, triage_manifest
 from dropscan.forked import Forked
 
-from builders import make_tar, tar_bytes
+from helpers.builders import make_tar, tar_bytes
 
 ELF_OBJECT = b"\x7fELF\x02\x01\x01\x00" + bytes(8) + b"\x01\x00\x3e\x00" + bytes(44) + b"\x90" * 64
 NONCOMMERCIAL = b"/*\n * Fast CRC tables.\n * Permission granted for non-commercial use only.\n */\nint x;\n"

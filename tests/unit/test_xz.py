@@ -17,7 +17,7 @@ import pytest
 from dropscan.archive import ArchiveReadError, LimitExceeded, walk, xz
 from dropscan.archive.inflate import CODECS, InflateError, _steps
 
-from bombs import MiB
+from helpers.bombs import MiB
 
 pytestmark = [
     pytest.mark.skipif(

@@ -18,7 +18,7 @@ from moto import mock_aws
 from dropscan.archive import walk, zipsplit
 from dropscan.store.objects import RangedObject
 
-import bombs
+from helpers import bombs
 
 
 @pytest.fixture
