@@ -116,10 +116,15 @@ def export_db(
             for v in info.versions:
                 rel = load_release(s3, bucket, info.name, v)
                 if rel is not None:
-                    f.write(
-                        json.dumps({"release": rel.package, "version": rel.version, "files": rel.files})
-                        + "\n"
-                    )
+                    line: dict[str, Any] = {
+                        "release": rel.package,
+                        "version": rel.version,
+                        "files": rel.files,
+                    }
+                    licence = (Releases(s3, bucket).report(info.name, v) or {}).get("license")
+                    if licence is not None:  # recorded once at ingest: the next scans take it from here
+                        line["license"] = licence
+                    f.write(json.dumps(line) + "\n")
                     stats.releases += 1
         for info in packages.values():  # what ingest-git runs did, so that the next one is incremental
             state = Releases(s3, bucket).git_state(info.name)
@@ -188,11 +193,26 @@ def import_db(db: UpstreamDB, s3: S3Client, bucket: str, src: IO[bytes]) -> Dump
     return stats
 
 
+def _import_licence(releases: Releases, entry: dict[str, Any]) -> None:
+    """The licence recorded for a release at its ingest, into its ingest report (kept if it has one)."""
+    package, version = entry["release"], entry["version"]
+    report = releases.report(package, version) or {
+        "package": package,
+        "version": version,
+        "files": len(entry["files"]),
+    }
+    if report.get("license") is None:
+        report["license"] = entry["license"]
+        releases.put_report(package, version, report)
+
+
 def _import_entry(db: UpstreamDB, s3: S3Client, bucket: str, entry: dict[str, Any], stats: DumpStats) -> None:
     """A release path list or a package line of a dump."""
     if "release" in entry:
         if load_release(s3, bucket, entry["release"], entry["version"]) is None:
             save_release(s3, bucket, Release(entry["release"], entry["version"], entry["files"]))
+        if entry.get("license") is not None:
+            _import_licence(Releases(s3, bucket), entry)
         stats.releases += 1
     elif "package" in entry:
         # a package this database already knows keeps its own trust
