@@ -5,9 +5,6 @@ from __future__ import annotations
 import email
 import email.policy
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,33 +12,14 @@ import pytest
 from dropscan.audit.manifest import validate
 from dropscan.cli import main
 
-from helpers.builders import cases_dir
+from helpers.builders import busybox_case as build_busybox_case
 
 RECIPE = "busybox.json"
 
 
 @pytest.fixture(scope="module")
 def busybox_case(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache, src = cases_dir(), os.environ.get("DROPSCAN_CASES_SRC")
-    if cache is None or not src or not (cache / "busybox_1.35.0.orig.tar.bz2").is_file():
-        if os.environ.get("DROPSCAN_REQUIRE_CASES"):
-            pytest.fail("acceptance data missing: run `make cases`")
-        pytest.skip("acceptance data not downloaded (make cases)")
-    out = tmp_path_factory.mktemp("busybox-case")
-    subprocess.run(
-        [
-            sys.executable,
-            str(Path(src) / "build_case.py"),
-            str(Path(src) / RECIPE),
-            "--cache",
-            str(cache),
-            "--out",
-            str(out),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return out
+    return build_busybox_case(tmp_path_factory.mktemp("busybox-case"))
 
 
 @pytest.mark.acceptance

@@ -19,7 +19,7 @@ from dropscan.audit.licenses import scancode_available
 from dropscan.audit.manifest import validate
 from dropscan.local.embedded import EmbeddedStack
 
-from helpers.builders import DROP_FILES, UPSTREAM_FILES, cases_dir, make_tar, tar_bytes
+from helpers.builders import DROP_FILES, UPSTREAM_FILES, busybox_orig, make_tar, tar_bytes
 
 pytestmark = pytest.mark.skipif(
     not scancode_available() and not os.environ.get("DROPSCAN_REQUIRE_SCANCODE"),
@@ -169,12 +169,7 @@ def u_boot_files(top: str) -> dict[str, bytes]:
 
 @pytest.mark.acceptance
 def test_a_router_drop_of_nested_busybox_and_u_boot(stack: EmbeddedStack, tmp_path: Path) -> None:
-    cache = cases_dir()
-    if cache is None or not (cache / "busybox_1.35.0.orig.tar.bz2").is_file():
-        if os.environ.get("DROPSCAN_REQUIRE_CASES"):
-            pytest.fail("acceptance data missing: run `make cases`")
-        pytest.skip("acceptance data not downloaded (make cases)")
-    busybox = cache / "busybox_1.35.0.orig.tar.bz2"
+    busybox = busybox_orig()
     stack.client.ingest(busybox, "busybox", "1.35.0")
     stack.client.ingest(make_tar(tmp_path / "u-boot-2023.01.tar.gz", u_boot_files("u-boot-2023.01")),
                         "u-boot", "2023.01")  # fmt: skip

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -18,20 +15,12 @@ import pytest
 from dropscan.audit.manifest import validate
 from dropscan.cli import main
 
-from helpers.builders import cases_dir
+from helpers.builders import busybox_case
 
 
 @pytest.fixture(scope="module")
 def busybox(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache, src = cases_dir(), os.environ.get("DROPSCAN_CASES_SRC")
-    if cache is None or not src or not (cache / "busybox_1.35.0.orig.tar.bz2").is_file():
-        if os.environ.get("DROPSCAN_REQUIRE_CASES"):
-            pytest.fail("acceptance data missing: run `make cases`")
-        pytest.skip("acceptance data not downloaded (make cases)")
-    out = tmp_path_factory.mktemp("busybox-case")
-    recipe = [str(Path(src) / "build_case.py"), str(Path(src) / "busybox.json"), "--cache", str(cache)]
-    subprocess.run([sys.executable, *recipe, "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
-    return out
+    return busybox_case(tmp_path_factory.mktemp("busybox-case"))
 
 
 def next_drop(first: Path, out: Path, edit: list[str], add: str) -> Path:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from dropscan.local.dispatcher import LambdaContext
 
@@ -128,3 +132,25 @@ def cases_dir() -> Path | None:
     """The acceptance data downloaded by ``make cases`` (None when absent)."""
     d = os.environ.get("DROPSCAN_CASES_DIR")
     return Path(d) if d and Path(d).is_dir() else None
+
+
+def busybox_orig() -> Path:
+    """The BusyBox 1.35.0 release tarball of the acceptance data; the test is skipped without it, or fails
+    where the data is required (``DROPSCAN_REQUIRE_CASES``, as in CI)."""
+    cache = cases_dir()
+    if cache is None or not (cache / "busybox_1.35.0.orig.tar.bz2").is_file():
+        if os.environ.get("DROPSCAN_REQUIRE_CASES"):
+            pytest.fail("acceptance data missing: run `make cases`")
+        pytest.skip("acceptance data not downloaded (make cases)")
+    return cache / "busybox_1.35.0.orig.tar.bz2"
+
+
+def busybox_case(out: Path) -> Path:
+    """The BusyBox acceptance drop, its expected.json and upstreams.txt, built into ``out`` by
+    ../shared/cases' build_case.py from the recipe busybox.json."""
+    cache, src = busybox_orig().parent, os.environ.get("DROPSCAN_CASES_SRC")
+    if not src:
+        pytest.skip("DROPSCAN_CASES_SRC not set (make test sets it)")
+    recipe = [str(Path(src) / "build_case.py"), str(Path(src) / "busybox.json"), "--cache", str(cache)]
+    subprocess.run([sys.executable, *recipe, "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+    return out
