@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 import pygit2
 
-from dropscan.models import PROVENANCE_PATHS, PROVENANCE_SUBJECT
+from dropscan.models import PROVENANCE_PATHS, PROVENANCE_SUBJECT, version_key
 
 LINK = pygit2.GIT_FILEMODE_LINK
 GITLINK = pygit2.GIT_FILEMODE_COMMIT  # a submodule: another repository's commit, no content here
@@ -172,6 +172,23 @@ class GitRepo:
                     continue
                 self._walk(tree, "", out.append, seen)  # type: ignore[arg-type]
             yield commit, out
+
+    def first_releases(self, tags: list[Tag]) -> dict[str, str]:
+        """commit -> the lowest version among ``tags`` whose history holds it (each commit walked once:
+        a tag's walk hides the commits of every lower version)."""
+        out: dict[str, str] = {}
+        done: list[pygit2.Oid] = []
+        for tag in sorted(tags, key=lambda t: version_key(t.version)):
+            walker = self.repo.walk(pygit2.Oid(hex=tag.commit), pygit2.enums.SortMode.NONE)
+            for old in done:
+                walker.hide(old)
+            try:
+                for commit in walker:
+                    out.setdefault(str(commit.id), tag.version)
+            except (KeyError, pygit2.GitError):
+                pass  # a commit this copy lacks ends this tag's walk there
+            done.append(pygit2.Oid(hex=tag.commit))
+        return out
 
     def read(self, blob: str) -> bytes | None:
         """The blob's bytes; None when this copy lacks it (a partial clone)."""

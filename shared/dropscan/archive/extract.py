@@ -47,6 +47,8 @@ class Extracted:
     sha1: dict[str, str] = field(default_factory=dict)
     truncated: set[str] = field(default_factory=set)
     bytes_read: int = 0
+    #: given every wanted content read whole; True keeps it in ``content`` too (an ingest packs them)
+    sink: Callable[[str, bytes], bool] | None = field(default=None, repr=False, compare=False)
 
 
 def _entries(reader: Reader, entry: int | None) -> Iterator[tuple[int | None, Iterator[bytes]]]:
@@ -101,8 +103,10 @@ def _take(
     digest = sha.hexdigest()
     out.sha1[digest] = sha1.hexdigest()
     if digest in wanted and digest not in out.content:
-        out.content[digest] = data[: (caps or {}).get(digest, CONTENT_LIMIT)]
-        if wanted[digest] > CONTENT_LIMIT:
+        whole = wanted[digest] <= CONTENT_LIMIT
+        if out.sink is None or not whole or out.sink(digest, data):
+            out.content[digest] = data[: (caps or {}).get(digest, CONTENT_LIMIT)]
+        if not whole:
             out.truncated.add(digest)
     return data if keep_all else None
 
@@ -138,6 +142,7 @@ def compressed_contents(
     *,
     max_depth: int = 8,
     caps: Mapping[str, int] | None = None,
+    sink: Callable[[str, bytes], bool] | None = None,
 ) -> Extracted | None:
     """What :func:`contents_by_digest` reads, from a compressed archive ``source`` (``read`` only).
 
@@ -145,12 +150,13 @@ def compressed_contents(
     and read as a stream, so triage needs no copy of the drop on disk. None when nothing inside reads
     as an archive stream (a compressed single file, a 7z): read a copy of the file then.
     """
-    out = Extracted()
+    out = Extracted(sink=sink)
     plain = plain_stream(source, codec)
     try:
         _walk(_EndsAtBreak(plain), False, wanted, max_depth, out, caps)
     finally:
         plain.close()
+    out.sink = None  # what goes back from a forked child is pickled
     return out if out.sha1 else None
 
 
@@ -224,7 +230,12 @@ class _Watched:
 
 
 def contents_by_digest(
-    path: str, wanted: Mapping[str, int], *, max_depth: int = 8, caps: Mapping[str, int] | None = None
+    path: str,
+    wanted: Mapping[str, int],
+    *,
+    max_depth: int = 8,
+    caps: Mapping[str, int] | None = None,
+    sink: Callable[[str, bytes], bool] | None = None,
 ) -> Extracted:
     """The bytes of every file of the drop at ``path`` whose SHA-256 is in ``wanted`` (sha -> size),
     at most CONTENT_LIMIT of each, or what ``caps`` allows it (sha -> bytes)."""
@@ -234,14 +245,15 @@ def contents_by_digest(
         # decompressed by archive.inflate, as a streamed drop is: libarchive 3.8's filter bidding reads
         # ahead far enough to fail a truncated .tar.gz before its first member (3.6 read the members)
         with open(path, "rb") as f:
-            streamed = compressed_contents(f, codec, wanted, max_depth=max_depth, caps=caps)
+            streamed = compressed_contents(f, codec, wanted, max_depth=max_depth, caps=caps, sink=sink)
         if streamed is not None:
             return streamed
-    out = Extracted()
+    out = Extracted(sink=sink)
     with open(path, "rb") as stream:
         _walk(stream, True, wanted, max_depth, out, caps)
     if not out.sha1:
         size = os.path.getsize(path)
         with open(path, "rb") as f:  # a non-archive upload is one file: itself
             _take(iter(lambda: f.read(1 << 20), b""), size, wanted, {size}, out, caps)
+    out.sink = None
     return out

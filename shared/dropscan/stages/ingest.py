@@ -3,10 +3,12 @@ table and its path list beside it, so that scans can set its files aside."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -17,6 +19,7 @@ from dropscan.audit import component_licence, licenses
 from dropscan.forked import Done, Forked, forked_iter, usable_cpus
 from dropscan.keys import parse_git_bundle_key, parse_upstream_key
 from dropscan.models import FileDigests, Release, Trust
+from dropscan.store.content import MAX_STORED, PackWriter, pack_key
 from dropscan.store.objects import StoredObject
 from dropscan.store.services import Services
 from dropscan.store.work import AWS_ERRORS
@@ -55,10 +58,11 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
     db = svc.upstream()
     paths: dict[str, str] = {}
     sizes: dict[str, int] = {}
+    texts: dict[str, int] = {}
     try:
         # digests are written page by page while the walk goes on; an unreadable archive's are taken back
         written = db.merge_release(
-            package, version, _walk_release(svc.objects.open(bucket, key), obj.name, paths, sizes)
+            package, version, _walk_release(svc.objects.open(bucket, key), obj.name, paths, sizes, texts)
         )
     except ArchiveReadError as e:
         logger.error("upstream archive unreadable", extra={"key": key, "reason": str(e)})
@@ -66,7 +70,7 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
         return IngestResult(package, version, 0, 0, error=str(e))
     merged = time.perf_counter()
     svc.releases.save(Release(package, version, paths))
-    licence = release_licence(svc, obj, paths, sizes)
+    licence, stored = release_licence(svc, obj, paths, sizes, texts)
     licensed = time.perf_counter()
     db.register(package, version, trust)  # last: a registered release has its digests and path list
     report = {
@@ -81,9 +85,10 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
         "seconds": {
             "hash_and_merge": round(merged - started, 3),
             "release": round(time.perf_counter() - licensed, 3),
-            "license": round(licensed - merged, 3),
+            "license_and_content": round(licensed - merged, 3),
         },
         "license": licence,
+        "content": stored,
     }
     svc.releases.put_report(package, version, report)
     logger.info("ingested", extra=report)
@@ -91,33 +96,56 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
 
 
 def release_licence(
-    svc: Services, obj: StoredObject, paths: dict[str, str], sizes: dict[str, int]
-) -> dict[str, Any]:
-    """The release's licence (component_licence.release_record), computed once, here, for every scan.
+    svc: Services, obj: StoredObject, paths: dict[str, str], sizes: dict[str, int], texts: dict[str, int]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The release's licence (component_licence.release_record), computed once, here, for every scan,
+    and its text files stored for review evidence (store.content); with what was stored.
 
-    Its licence files are read out of a copy of the archive (in a forked child while the licence
-    index loads); a failure other than S3's is recorded as the reason no licence is known.
+    Both are read out of one copy of the archive, in a forked child while the licence index loads; a
+    failure other than S3's is recorded as the reason no licence (or no content) is known.
     """
+    package, version = release_of(obj)
     wanted = component_licence.release_wanted(paths, sizes)
-    content: dict[str, bytes] = {}
+    stored: dict[str, Any] = {"files": 0, "bytes": 0, "packed_bytes": 0}
     try:
-        with tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".release") as spool:
-            if wanted:
+        with (
+            tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".release") as spool,
+            tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".pack") as pack_file,
+        ):
+            if wanted or texts:
                 svc.objects.download(obj.bucket, obj.key, obj.version_id, spool)
-            reading = (
-                Forked(contents_by_digest, spool.name, wanted)
-                if usable_cpus() > 1 and wanted
-                else Done(contents_by_digest(spool.name, wanted) if wanted else Extracted())
-            )
+            key = pack_key(package, f"{version}-{(obj.etag or 'x')[:12]}")
+            job = partial(_pack_release, spool.name, {**texts, **wanted}, set(wanted), pack_file.name, key)
+            reading = Forked(job) if usable_cpus() > 1 and (wanted or texts) else Done(job())
             with reading:
                 detector = licenses.detector(svc.settings.triage_detector)
-                content = reading.result().content
-        return component_licence.release_record(paths, content, detector, sizes)
+                content, where, raw = reading.result()
+            if where:
+                store = svc.content()
+                store.put_pack(pack_file.name, key)
+                store.put_release_index(package, version, {d: (key, o, n) for d, (o, n) in where.items()})
+                stored = {"files": len(where), "bytes": raw, "packed_bytes": os.path.getsize(pack_file.name)}
+        return component_licence.release_record(paths, content, detector, sizes), stored
     except AWS_ERRORS:
         raise
     except Exception as e:  # errors are data: scans fall back to the drop's own licence files
         logger.exception("release licence not read", extra={"key": obj.key})
-        return {"license": None, "license_reason": f"not read at ingest: {type(e).__name__}: {e}"[:300]}
+        reason = f"not read at ingest: {type(e).__name__}: {e}"[:300]
+        return {"license": None, "license_reason": reason}, stored | {"error": reason}
+
+
+def _pack_release(
+    spool: str, wanted: dict[str, int], keep: set[str], pack_path: str, key: str
+) -> tuple[dict[str, bytes], dict[str, tuple[int, int]], int]:
+    """(licence files' bytes, where each text file went in the pack, bytes packed) of a release copy."""
+    with PackWriter(pack_path, key) as pack:
+
+        def sink(digest: str, data: bytes) -> bool:
+            pack.add(digest, data)
+            return digest in keep
+
+        got = contents_by_digest(spool, wanted, sink=sink) if wanted else Extracted()
+    return {d: b for d, b in got.content.items() if d in keep}, pack.locations, pack.raw_bytes
 
 
 def release_of(obj: StoredObject) -> tuple[str, str]:
@@ -132,21 +160,24 @@ def release_of(obj: StoredObject) -> tuple[str, str]:
     return package, version
 
 
-def _release_digests(source: Any, name: str) -> Iterator[tuple[str, str, str, str, int]]:
-    """(path, sha256, kw, ws, size) of every member of an upstream release archive."""
+def _release_digests(source: Any, name: str) -> Iterator[tuple[str, str, str, str, int, bool]]:
+    """(path, sha256, kw, ws, size, is text) of every member of an upstream release archive."""
     for rec in walk(source, name, emit_containers=True):
-        yield rec.path, rec.sha256, rec.kw, rec.ws, rec.size
+        yield rec.path, rec.sha256, rec.kw, rec.ws, rec.size, rec.kind == "text"
 
 
 def _walk_release(
-    source: Any, name: str, paths: dict[str, str], sizes: dict[str, int]
+    source: Any, name: str, paths: dict[str, str], sizes: dict[str, int], texts: dict[str, int]
 ) -> Iterator[FileDigests]:
     """The release's digests as its walk goes on (in a forked child when there is a core for it, so that
-    the database takes each page while the archive is read on), filling ``paths`` on the way."""
+    the database takes each page while the archive is read on), filling ``paths`` on the way (and
+    ``texts``: the text files small enough to be stored for evidence)."""
     walked = (
         forked_iter(_release_digests, source, name) if usable_cpus() > 1 else _release_digests(source, name)
     )
-    for path, sha256, kw, ws, size in walked:
+    for path, sha256, kw, ws, size, text in walked:
         paths[path] = sha256
         sizes[path] = size
+        if text and 0 < size <= MAX_STORED:
+            texts[sha256] = size
         yield FileDigests(sha256, kw, ws)

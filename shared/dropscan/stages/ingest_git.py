@@ -12,18 +12,23 @@ import re
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pygit2
 from aws_lambda_powertools import Logger
+from pygit2.enums import DeltaStatus
 
 from dropscan.archive.digest import digest_bytes
+from dropscan.audit.evidence import Published, hunks_of
 from dropscan.gitbundle import init_repo, unbundle
-from dropscan.gitrepo import Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
+from dropscan.gitrepo import LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
 from dropscan.keys import parse_git_bundle_key
 from dropscan.models import FileDigests, Release, Trust, VersionRange, version_key
+from dropscan.store.content import ContentStore, Location, PackWriter, hunk_shard, pack_key, path_shard
 from dropscan.store.releases import Releases
 from dropscan.store.services import Services
 from dropscan.store.upstream import Contribution, UpstreamDB, contributions_of
@@ -56,6 +61,9 @@ class _Run:
     read: int = 0
     bytes_read: int = 0
     missing: dict[str, list[str]] = field(default_factory=dict)  # blob id -> paths
+    #: where each text content lies in the packs (earlier runs' and this run's), for review evidence
+    where: dict[str, Location] = field(default_factory=dict)
+    pack: PackWriter | None = None
 
     def digests(self, repo: GitRepo, entry: Entry) -> list[str] | None:
         """The blob's [sha256, kw, ws, tag], read and hashed the first time it is met."""
@@ -76,8 +84,51 @@ class _Run:
         d = digest_bytes(data, entry.path)
         self.read += 1
         self.bytes_read += len(data)
+        if self.pack is not None and d.kind == "text" and d.sha256 not in self.where and len(data) > 0:
+            self.pack.add(d.sha256, data)
+            if d.sha256 in self.pack.locations:
+                self.where[d.sha256] = (self.pack.key, *self.pack.locations[d.sha256])
         known = self.blobs[entry.blob] = [d.sha256, d.kw, d.ws, ""]
         return known
+
+
+@dataclass
+class _Changes:
+    """What ``--history`` records for review evidence: every commit's change hunks by fingerprint and
+    every revision of every path (:mod:`dropscan.store.content`)."""
+
+    releases: dict[str, str]  # commit -> the first release (by version) that holds it
+    hunks: dict[str, list[Any]] = field(default_factory=dict)  # fingerprint -> Published.to_json()
+    revisions: dict[str, list[list[Any]]] = field(default_factory=dict)  # path -> [[sha256, commit, date]]
+    diffs: int = 0
+    failed: int = 0
+
+    def add(self, repo: GitRepo, commit: pygit2.Commit, run: _Run) -> None:
+        """The hunks and new revisions of a commit with one parent (a merge's come from its branches)."""
+        if len(commit.parents) != 1:
+            return
+        try:
+            diff = repo.repo.diff(commit.parents[0], commit, context_lines=0)
+            patches = list(diff)
+        except (pygit2.GitError, KeyError, ValueError):
+            self.failed += 1  # an object this copy lacks
+            return
+        self.diffs += 1
+        seen = first_seen(commit)
+        published = Published(seen.commit, self.releases.get(seen.commit), seen.date, seen.subject).to_json()
+        for patch in patches:
+            if patch is None:
+                continue
+            delta = patch.delta
+            if delta.status not in (DeltaStatus.ADDED, DeltaStatus.MODIFIED) or delta.new_file.mode == LINK:
+                continue
+            known = run.blobs.get(str(delta.new_file.id))
+            if known is not None:
+                self.revisions.setdefault(delta.new_file.path, []).append([known[0], seen.commit, seen.date])
+            if delta.status == DeltaStatus.MODIFIED and not delta.is_binary:
+                for h in hunks_of(patch):
+                    if not h.noise:
+                        self.hunks.setdefault(h.fingerprint, published)  # parents first: the earliest wins
 
 
 def ingest_git(
@@ -95,24 +146,36 @@ def ingest_git(
     state = releases.git_state(package) or {}
     if state.get("format", STATE_FORMAT) != STATE_FORMAT:
         state = {}
+    content = ContentStore(releases.s3, releases.bucket)
+    stored = state.get("content") or {"packs": [], "loc": {}}
     run = _Run(blobs=state.get("blobs", {}))
+    run.where = {sha: (stored["packs"][i], off, n) for sha, (i, off, n) in stored["loc"].items()}
+    scratch = tempfile.NamedTemporaryFile(suffix=".pack")  # noqa: SIM115 - closed below
+    run.pack = PackWriter(scratch.name, pack_key(package, f"git-{uuid.uuid4().hex[:16]}"))
     known_missing: dict[str, list[str]] = state.get("missing", {})
     old_tags: dict[str, str] = state.get("tags", {})
     tags = repo.tags(options.tags, options.version_from)
     new_tags = [t for t in tags if old_tags.get(t.name) != t.commit]
     say(f"{len(tags)} tags, {len(new_tags)} new")
 
-    hulls, new_tags = _releases(repo, package, new_tags, run, releases, say, options.stop)
+    hulls, new_tags = _releases(repo, package, new_tags, run, releases, content, say, options.stop)
     seconds = {"tags": time.perf_counter() - started}
     complete = len(new_tags) == len([t for t in tags if old_tags.get(t.name) != t.commit])
 
     first_commit: dict[str, FirstSeen] = {}
     commits = 0
     tips: list[str] = state.get("history_tips", [])
+    changes: _Changes | None = None
     if options.history and complete:
         mark = time.perf_counter()
-        first_commit, commits, tips, complete = _history(repo, run, hulls, tips, say, options.stop)
+        changes = _Changes(repo.first_releases(tags))
+        first_commit, commits, tips, complete = _history(repo, run, hulls, tips, say, options.stop, changes)
         seconds["history"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    run.pack.close()
+    evidence = _store_evidence(content, package, run, changes, scratch.name)
+    scratch.close()
+    seconds["evidence"] = time.perf_counter() - mark
 
     mark = time.perf_counter()
     contributions = _contributions(package, run, hulls, first_commit)
@@ -130,6 +193,7 @@ def ingest_git(
         "tags": {**old_tags, **{t.name: t.commit for t in new_tags}},
         "history_tips": tips,
         "blobs": run.blobs,
+        "content": _where_json(run.where),
         # blobs this copy lacked: named again by every later run, read again when met again
         "missing": still_missing,
     }
@@ -155,6 +219,7 @@ def ingest_git(
         },
         "digests": len(contributions),
         "items_written": written,
+        "evidence": evidence,
         "dynamodb": {k: v - calls_before.get(k, 0) for k, v in db.stats.as_dict().items()},
         "seconds": {k: round(v, 3) for k, v in {**seconds, "total": time.perf_counter() - started}.items()},
     }
@@ -169,6 +234,7 @@ def _releases(
     tags: list[Tag],
     run: _Run,
     releases: Releases,
+    content: ContentStore,
     say: Callable[[str], None],
     stop: Callable[[], bool],
 ) -> tuple[dict[str, list[str]], list[Tag]]:
@@ -192,6 +258,8 @@ def _releases(
             if not entry.link and not known[3]:
                 known[3] = tag.name
         releases.save(Release(package, tag.version, files))
+        stored = {sha: run.where[sha] for sha in files.values() if sha in run.where}
+        content.put_release_index(package, tag.version, stored)
         done.append(tag)
         if n % 20 == 0:
             say(f"tags: {n} of {len(tags)}, {len(run.blobs)} blobs")
@@ -208,6 +276,7 @@ def _history(
     hide: list[str],
     say: Callable[[str], None],
     stop: Callable[[], bool],
+    changes: _Changes | None = None,
 ) -> tuple[dict[str, FirstSeen], int, list[str], bool]:
     """(blob -> its first commit and paths, commits walked, what the next run hides, whether the walk
     ended) of the commits not reachable from ``hide``; every blob met is hashed (once).
@@ -233,12 +302,59 @@ def _history(
                 prov = first_commit[entry.blob] = FirstSeen(seen.commit, seen.date, seen.subject)
                 run.digests(repo, entry)
             add_path(prov, entry.path)
+        if changes is not None:
+            changes.add(repo, commit, run)
         if commits % 2000 == 0:
             say(f"history: {commits} commits, {len(first_commit)} blobs")
         if commits % 500 == 0 and stop():
             say(f"stopping at a checkpoint after {commits} commits")
             return first_commit, commits, hide + walked, False
     return first_commit, commits, tips, True
+
+
+def _where_json(where: dict[str, Location]) -> dict[str, Any]:
+    packs = sorted({loc[0] for loc in where.values()})
+    number = {k: i for i, k in enumerate(packs)}
+    return {"packs": packs, "loc": {sha: [number[k], off, n] for sha, (k, off, n) in where.items()}}
+
+
+def _store_evidence(
+    content: ContentStore, package: str, run: _Run, changes: _Changes | None, pack_path: str
+) -> dict[str, Any]:
+    """Upload this run's pack, and merge its hunks and revisions into the package's shards."""
+    assert run.pack is not None
+    if run.pack.locations:
+        content.put_pack(pack_path, run.pack.key)
+    out: dict[str, Any] = {"stored": len(run.pack.locations), "stored_bytes": run.pack.raw_bytes}
+    if changes is None:
+        return out
+    hunks: dict[int, dict[str, list[Any]]] = {}
+    for fp, pub in changes.hunks.items():
+        hunks.setdefault(hunk_shard(fp), {})[fp] = pub
+    old = content.shards(package, "hunks", hunks)
+    for n, new in hunks.items():
+        hunks[n] = {**new, **(old.get(n) or {})}  # an earlier run's commits are earlier: they stay
+    content.put_shards(package, "hunks", hunks)
+    by_shard: dict[int, dict[str, list[list[Any]]]] = {}
+    for path, revs in changes.revisions.items():
+        by_shard.setdefault(path_shard(path), {})[path] = revs
+    old = content.shards(package, "history", by_shard)
+    merged: dict[int, Any] = {}
+    for n, paths in by_shard.items():
+        into = (old.get(n) or {}).get("paths", {})
+        for path, revs in paths.items():
+            have = {r[0] for r in into.get(path, ())}
+            into.setdefault(path, []).extend(
+                [sha, c, t, *run.where[sha]] for sha, c, t in revs if sha not in have and sha in run.where
+            )
+        merged[n] = {"paths": into}
+    content.put_shards(package, "history", merged)
+    content.put_meta(package, {"history": True})
+    return out | {
+        "commits_diffed": changes.diffs,
+        "diffs_failed": changes.failed,
+        "hunks": len(changes.hunks),
+    }
 
 
 def _contributions(

@@ -12,6 +12,7 @@ from botocore.config import Config
 
 from dropscan.settings import Settings, get_settings
 from dropscan.settings import reset as settings_reset
+from dropscan.store.content import ContentStore
 from dropscan.store.decisions import DecisionStore
 from dropscan.store.objects import Objects
 from dropscan.store.releases import Releases
@@ -94,6 +95,10 @@ class Services:
         return DynamoDBPersistenceLayer(
             table_name=self.settings.idempotency_table, boto3_client=self.dynamodb
         )
+
+    def content(self) -> ContentStore:
+        """Upstream contents, history and hunk indexes for review evidence (a fresh view, own counts)."""
+        return ContentStore(self.s3, self.settings.upstream_bucket)
 
     def decisions(self) -> DecisionStore:
         """Auditors' decisions (read only here: the functions never write them), with its own counts."""

@@ -1,0 +1,270 @@
+"""Review evidence of a modified file: its upstream base, the diff, and which hunks upstream published.
+
+Pure rules: contents in, evidence out (the stage :mod:`dropscan.stages.evidence` fetches the contents
+and the hunk index). Diffs are libgit2's (pygit2), the same algorithm at ingest (each commit's diff)
+and here (base against the drop's file), with no context lines, so that a change upstream published
+yields the same hunk in both: its fingerprint (the removed and the added lines, normalised as the
+``ws`` digest normalises a file) is what the hunk index is keyed by.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from dropscan.archive.digest import kw_normalise
+
+UPSTREAM, VENDOR, MIXED, NOISE = "upstream", "vendor", "mixed", "noise"
+#: a patch text longer than this is cut (the manifest says so); the hunks are always whole
+PATCH_LIMIT = 64 * 1024
+CONTEXT = 3
+#: revisions of a path (besides the release's own) a base is chosen among, nearest in time first
+MAX_CANDIDATES = 24
+
+
+def normal_line(line: bytes) -> bytes:
+    """A line as the ``ws`` digest sees it: keywords bare, no CR, no trailing blanks."""
+    return kw_normalise(line).replace(b"\r", b"").rstrip(b" \t\n")
+
+
+def fingerprint(removed: Sequence[bytes], added: Sequence[bytes]) -> str:
+    """What identifies a change wherever it is applied: its normalised removed and added lines."""
+    h = hashlib.sha256()
+    for line in removed:
+        h.update(b"-" + normal_line(line) + b"\n")
+    h.update(b"\0")
+    for line in added:
+        h.update(b"+" + normal_line(line) + b"\n")
+    return h.hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """One change of a 0-context diff, numbered as git numbers its ``@@`` lines."""
+
+    old_start: int
+    old_lines: int
+    new_start: int
+    new_lines: int
+    removed: tuple[bytes, ...]
+    added: tuple[bytes, ...]
+
+    @property
+    def noise(self) -> bool:
+        """Only keywords, line endings or trailing blanks differ."""
+        return [normal_line(x) for x in self.removed] == [normal_line(x) for x in self.added]
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.removed, self.added)
+
+    @property
+    def size(self) -> int:
+        return len(self.removed) + len(self.added)
+
+
+def hunks_of(patch: pygit2.Patch) -> list[Hunk]:
+    """The hunks of a libgit2 patch made with no context lines (binary patches have none)."""
+    out: list[Hunk] = []
+    for h in patch.hunks:
+        removed = tuple(line.raw_content for line in h.lines if line.origin == "-")
+        added = tuple(line.raw_content for line in h.lines if line.origin == "+")
+        out.append(Hunk(h.old_start, h.old_lines, h.new_start, h.new_lines, removed, added))
+    return out
+
+
+def diff(old: bytes, new: bytes) -> list[Hunk]:
+    """The 0-context hunks from ``old`` to ``new``."""
+    return hunks_of(pygit2.Patch.create_from(old, new, context_lines=0))
+
+
+def patch_text(old: bytes, new: bytes, path: str, *, limit: int = PATCH_LIMIT) -> tuple[str, bool]:
+    """The unified diff people read (``CONTEXT`` lines), and whether it was cut at ``limit``."""
+    patch = pygit2.Patch.create_from(old, new, old_as_path=path, new_as_path=path, context_lines=CONTEXT)
+    text = patch.data.decode("utf-8", "replace")
+    body = text[text.find("\n--- ") + 1 :] if "\n--- " in text else text  # no "diff --git"/"index" header
+    if len(body) <= limit:
+        return body, False
+    return body[: body.rfind("\n", 0, limit) + 1], True
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """A commit of upstream that made a hunk: its id, first release holding it, date and subject."""
+
+    commit: str
+    release: str | None
+    date: str | None = None
+    subject: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: Sequence[Any]) -> Published:
+        commit, release, date, subject = (list(raw) + [None] * 4)[:4]
+        return cls(str(commit), release, date, subject)
+
+    def to_json(self) -> list[Any]:
+        return [self.commit, self.release, self.date, self.subject]
+
+
+def origins(hunks: Iterable[Hunk], index: Mapping[str, Published]) -> list[tuple[str, Published | None]]:
+    """Each hunk's origin (noise, upstream with the commit, or vendor)."""
+    out: list[tuple[str, Published | None]] = []
+    for h in hunks:
+        if h.noise:
+            out.append((NOISE, None))
+            continue
+        found = index.get(h.fingerprint)
+        out.append((UPSTREAM, found) if found else (VENDOR, None))
+    return out
+
+
+def file_origin(kinds: Iterable[str]) -> str:
+    """``upstream`` when every hunk is upstream's or noise, ``mixed`` when some are, else ``vendor``."""
+    seen = set(kinds)
+    if VENDOR not in seen:
+        return UPSTREAM
+    return MIXED if UPSTREAM in seen else VENDOR
+
+
+@dataclass
+class Candidate:
+    """One upstream state a drop's file may come from, and its diff to the drop's file."""
+
+    base: dict[str, Any]  # package, version (None: a commit only), path, sha256, commit (history)
+    hunks: list[Hunk]
+    preferred: bool = False  # the component's matched release: wins ties
+
+    def score(self, index: Mapping[str, Published]) -> tuple[int, int, int]:
+        """Lines no upstream commit explains, then lines changed, then not the matched release."""
+        kinds = origins(self.hunks, index)
+        vendor = sum(h.size for h, (kind, _) in zip(self.hunks, kinds, strict=True) if kind == VENDOR)
+        return vendor, sum(h.size for h in self.hunks), 0 if self.preferred else 1
+
+
+def choose(candidates: Sequence[Candidate], index: Mapping[str, Published]) -> Candidate:
+    """The base the file is nearest to: the fewest changed lines that upstream did not publish, then
+    the fewest changed lines, then the component's release (a file that carries a backport is diffed
+    against the release it was built on, not against the later state that holds the fix)."""
+    return min(enumerate(candidates), key=lambda ic: (*ic[1].score(index), ic[0]))[1]
+
+
+def evidence_of(
+    chosen: Candidate, index: Mapping[str, Published], patch: tuple[str, bool] | None
+) -> dict[str, Any]:
+    """The manifest's ``evidence`` object for a file diffed against ``chosen``."""
+    hunks: list[dict[str, Any]] = []
+    kinds = origins(chosen.hunks, index)
+    for h, (kind, pub) in zip(chosen.hunks, kinds, strict=True):
+        entry: dict[str, Any] = {
+            "old_start": h.old_start,
+            "old_lines": h.old_lines,
+            "new_start": h.new_start,
+            "new_lines": h.new_lines,
+            "origin": kind,
+        }
+        if pub is not None:
+            entry |= {"commit": pub.commit, "release": pub.release, "subject": pub.subject}
+        hunks.append(entry)
+    out: dict[str, Any] = {
+        "base": chosen.base,
+        "lines_added": sum(len(h.added) for h in chosen.hunks),
+        "lines_removed": sum(len(h.removed) for h in chosen.hunks),
+        "hunks": hunks,
+        "origin": file_origin(k for k, _ in kinds),
+    }
+    if patch is not None:
+        out["patch"] = patch[0]
+        if patch[1]:
+            out["patch_truncated"] = True
+    return out
+
+
+def without_diff(base: dict[str, Any] | None, reason: str) -> dict[str, Any]:
+    """Evidence that names the base (when known) but could not diff: a vendor change until shown not."""
+    return {"base": base, "lines_added": 0, "lines_removed": 0, "hunks": [], "origin": VENDOR} | {
+        "error": reason
+    }
+
+
+def noise_only(base: dict[str, Any] | None, cls: str) -> dict[str, Any]:
+    """Brief evidence of a ``vcs-keywords``/``whitespace`` file: its base; the digests proved the rest."""
+    return {"base": base, "lines_added": 0, "lines_removed": 0, "hunks": [], "origin": UPSTREAM, "noise": cls}
+
+
+# ------------------------------------------------------------------ counted into the manifest
+def is_backport(f: Mapping[str, Any]) -> bool:
+    """A modified file every change of which upstream published (or is noise): upstream code."""
+    ev = f.get("evidence")
+    return bool(f.get("class") == "modified" and ev and ev.get("origin") == UPSTREAM and not ev.get("error"))
+
+
+@dataclass
+class Baseline:
+    release: str | None
+    backported: int = 0
+    commits: list[str] = field(default_factory=list)
+    vendor_changed: int = 0
+    added: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "release": self.release,
+            "backported": self.backported,
+            "commits": self.commits,
+            "vendor_changed": self.vendor_changed,
+            "added": self.added,
+        }
+
+
+def settle(manifest: dict[str, Any]) -> None:
+    """Each component's baseline line, the commits cited, and the summary's backport counts.
+
+    Backports leave the review count (``decisions.settle`` subtracts them); this counts them.
+    """
+    baselines = {
+        str(c.get("prefix", "")): Baseline(c.get("version"))
+        for c in manifest.get("components") or []
+        if c.get("identified")
+    }
+    commits: dict[str, dict[str, Any]] = {}
+    backported = vendor = 0
+    for f in manifest["files"]:
+        b = baselines.get(str(f.get("component", "")))
+        if f["class"] == "added" and b:
+            b.added += 1
+        if f["class"] != "modified" or "evidence" not in f:
+            continue
+        cited = _cite(f["evidence"], commits)
+        if b:
+            b.commits.extend(c for c in cited if c not in b.commits)
+        if is_backport(f):
+            backported += 1
+            if b:
+                b.backported += 1
+        else:
+            vendor += 1
+            if b:
+                b.vendor_changed += 1
+    for c in manifest.get("components") or []:
+        b = baselines.get(str(c.get("prefix", "")))
+        if b is not None:
+            b.commits.sort()
+            c["baseline"] = b.to_json()
+    manifest["summary"]["backported"] = backported
+    manifest["summary"]["vendor_changed"] = vendor
+    manifest["evidence"] = {"commits": commits}
+
+
+def _cite(ev: Mapping[str, Any], commits: dict[str, dict[str, Any]]) -> list[str]:
+    """The commits ``ev``'s upstream hunks cite, each also entered once in ``commits``."""
+    out: list[str] = []
+    for h in ev.get("hunks", ()):
+        if h.get("commit"):
+            commits.setdefault(h["commit"], {"subject": h.get("subject"), "release": h.get("release")})
+            if h["commit"] not in out:
+                out.append(h["commit"])
+    return out

@@ -1,0 +1,206 @@
+"""Upstream contents for review evidence, in the upstream bucket under ``content/<package>/``.
+
+Written at ingest, read by the evidence step of triage (:mod:`dropscan.stages.evidence`):
+
+- ``packs/<id>.pack``: text files of upstream, each compressed on its own (zlib) and laid end to end,
+  so that a scan reads the few it needs with ranged GETs, neighbours in one GET.
+- ``releases/<version>.json.gz``: where each text file of a release lies (SHA-256 -> pack, offset,
+  length). A scan reads the one of its component's release.
+- ``history/<nn>.json.gz`` (ingest-git ``--history``): every revision of every path (SHA-256, commit,
+  date, where its content lies), in :data:`SHARDS` shards by path.
+- ``hunks/<nn>.json.gz`` (``--history``): the change hunks of every commit keyed by their fingerprint
+  (removed and added lines), in :data:`SHARDS` shards, so that a scan asks for the few it met.
+- ``meta.json``: what the package has (``history``: true once a history was ingested).
+
+Everything lives in S3 rather than in the upstream table: ingests of one package add their own objects
+(archives) or run one after the other (git, under the package's git state), so nothing here is read,
+widened and written back concurrently, and the embedded stack keeps it as files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import zlib
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+#: shards of the history and hunk indexes
+SHARDS = 64
+#: upstream files bigger than this are not stored (no diff is shown for them)
+MAX_STORED = 4 * 1024 * 1024
+#: neighbouring blobs closer than this in a pack are read in one ranged GET
+COALESCE_GAP = 256 * 1024
+CONTENT_PREFIX = "content/"
+_LEVEL = 6
+
+#: where a blob lies: (pack key, offset, compressed length)
+Location = tuple[str, int, int]
+
+
+def content_prefix(package: str) -> str:
+    return f"{CONTENT_PREFIX}{package}/"
+
+
+def pack_key(package: str, pack_id: str) -> str:
+    return f"{content_prefix(package)}packs/{pack_id}.pack"
+
+
+def release_index_key(package: str, version: str) -> str:
+    return f"{content_prefix(package)}releases/{version}.json.gz"
+
+
+def shard_key(package: str, kind: str, shard: int) -> str:
+    return f"{content_prefix(package)}{kind}/{shard:02d}.json.gz"
+
+
+def meta_key(package: str) -> str:
+    return f"{content_prefix(package)}meta.json"
+
+
+def path_shard(path: str) -> int:
+    return int.from_bytes(hashlib.sha1(path.encode(), usedforsecurity=False).digest()[:2], "big") % SHARDS
+
+
+def hunk_shard(fingerprint: str) -> int:
+    return int(fingerprint[:4], 16) % SHARDS
+
+
+class PackWriter:
+    """A pack being written to a local file; ``locations`` says where each blob went."""
+
+    def __init__(self, path: str | os.PathLike[str], key: str) -> None:
+        self.path = Path(path)
+        self.key = key
+        self._file = open(self.path, "wb")  # noqa: SIM115 - closed by close()
+        self.offset = 0
+        self.locations: dict[str, tuple[int, int]] = {}
+        self.raw_bytes = 0
+
+    def add(self, sha256: str, data: bytes) -> None:
+        if sha256 in self.locations or len(data) > MAX_STORED:
+            return
+        packed = zlib.compress(data, _LEVEL)
+        self._file.write(packed)
+        self.locations[sha256] = (self.offset, len(packed))
+        self.offset += len(packed)
+        self.raw_bytes += len(data)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> PackWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _gz_json(data: Any) -> bytes:
+    return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+
+
+@dataclass
+class ContentStats:
+    gets: int = 0
+    bytes_read: int = 0
+    objects: dict[str, int] = field(default_factory=dict)
+
+
+class ContentStore:
+    """The ``content/`` objects of the upstream bucket (see the module docstring)."""
+
+    def __init__(self, s3: S3Client, bucket: str, *, threads: int = 8) -> None:
+        self.s3 = s3
+        self.bucket = bucket
+        self.threads = threads
+        self.stats = ContentStats()
+
+    # ------------------------------------------------------------------ written at ingest
+    def put_pack(self, path: str | os.PathLike[str], key: str) -> None:
+        self.s3.upload_file(str(path), self.bucket, key)
+
+    def put_release_index(self, package: str, version: str, where: Mapping[str, Location]) -> None:
+        packs = sorted({loc[0] for loc in where.values()})
+        number = {k: i for i, k in enumerate(packs)}
+        blobs = {sha: [number[k], off, n] for sha, (k, off, n) in where.items()}
+        self._put(release_index_key(package, version), {"packs": packs, "blobs": blobs})
+
+    def put_shards(self, package: str, kind: str, shards: Mapping[int, Any]) -> None:
+        for shard, data in shards.items():
+            self._put(shard_key(package, kind, shard), data)
+
+    def put_meta(self, package: str, meta: Mapping[str, Any]) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=meta_key(package), Body=json.dumps(dict(meta)).encode())
+
+    def _put(self, key: str, data: Any) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=_gz_json(data), ContentEncoding="gzip")
+
+    # ------------------------------------------------------------------ read by scans (and ingests)
+    def _get_json(self, key: str) -> Any:
+        try:
+            body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except self.s3.exceptions.NoSuchKey:
+            return None
+        self.stats.gets += 1
+        self.stats.bytes_read += len(body)
+        return json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
+
+    def meta(self, package: str) -> dict[str, Any]:
+        found = self._get_json(meta_key(package))
+        return dict(found) if isinstance(found, dict) else {}
+
+    def release_index(self, package: str, version: str) -> dict[str, Location] | None:
+        """SHA-256 -> where the content lies, for the text files of a release; None: none stored."""
+        data = self._get_json(release_index_key(package, version))
+        if data is None:
+            return None
+        packs = data["packs"]
+        return {sha: (packs[i], off, n) for sha, (i, off, n) in data["blobs"].items()}
+
+    def shards(self, package: str, kind: str, wanted: Iterable[int]) -> dict[int, Any]:
+        """The shards asked for (absent ones left out), read in parallel."""
+        numbers = sorted(set(wanted))
+        with ThreadPoolExecutor(max(1, min(self.threads, len(numbers)))) as pool:
+            found = pool.map(lambda n: self._get_json(shard_key(package, kind, n)), numbers)
+            return {n: data for n, data in zip(numbers, found, strict=True) if data is not None}
+
+    def blobs(self, where: Mapping[str, Location]) -> dict[str, bytes]:
+        """The contents at ``where`` (SHA-256 -> location), neighbours in a pack read in one GET."""
+        reads: list[tuple[str, int, int, list[tuple[str, int, int]]]] = []
+        by_pack: dict[str, list[tuple[int, int, str]]] = {}
+        for sha, (key, off, n) in where.items():
+            by_pack.setdefault(key, []).append((off, n, sha))
+        for key, spans in by_pack.items():
+            spans.sort()
+            first_off, first_n, first_sha = spans[0]
+            start, end, members = first_off, first_off + first_n, [(first_sha, first_off, first_n)]
+            for off, n, sha in spans[1:]:
+                if off - end > COALESCE_GAP:
+                    reads.append((key, start, end, members))
+                    start, end, members = off, off + n, []
+                end = max(end, off + n)
+                members.append((sha, off, n))
+            reads.append((key, start, end, members))
+
+        def read(job: tuple[str, int, int, list[tuple[str, int, int]]]) -> dict[str, bytes]:
+            key, start, end, members = job
+            got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+            body = got["Body"].read()
+            self.stats.gets += 1
+            self.stats.bytes_read += len(body)
+            return {sha: zlib.decompress(body[off - start : off - start + n]) for sha, off, n in members}
+
+        out: dict[str, bytes] = {}
+        with ThreadPoolExecutor(max(1, min(self.threads, len(reads)))) as pool:
+            for got in pool.map(read, reads):
+                out.update(got)
+        return out
