@@ -196,6 +196,10 @@ def _summary(ident: Identification) -> dict[str, Any] | None:
     }
 
 
+#: classes whose files have an upstream counterpart at their own path, diffed for review evidence
+_DIFFED = frozenset({FileClass.MODIFIED.value, FileClass.VCS_KEYWORDS.value, FileClass.WHITESPACE.value})
+
+
 def resolve_component(
     prefix: str,
     files: list[dict[str, Any]],
@@ -222,6 +226,11 @@ def resolve_component(
             aligned = ident.aligned.get(f["path"])
             in_upstream = ident.release is not None and aligned in ident.upstream_paths
             f["class"] = (FileClass.MODIFIED if in_upstream else FileClass.ADDED).value
+        if f["class"] in _DIFFED and ident.release is not None:
+            # the upstream file it differs from, for the review evidence (stages.evidence)
+            aligned = ident.aligned.get(f["path"], "")
+            if aligned in ident.upstream_paths:
+                f["base"] = {"path": aligned, "sha256": ident.upstream_paths[aligned]}
     counts = Counter(f["class"] for f in files)
     rel = ident.release
     return {

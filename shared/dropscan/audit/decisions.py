@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dropscan import __version__
+from dropscan.audit.evidence import is_backport
 from dropscan.audit.manifest import verdict as verdict_of
 from dropscan.models import REVIEW_CLASSES, SCOPES, VERDICTS, Decision, content_subject
 
@@ -132,6 +133,8 @@ def settle(manifest: dict[str, Any]) -> None:
     s = manifest["summary"]
     files = manifest["files"]
     cleared_paths = {f["path"] for f in files if is_cleared(f)}
+    # upstream published every change of a backport: set aside like a cleared file, counted apart
+    backports = {f["path"] for f in files if is_backport(f)} - cleared_paths
     by_verdict: Counter[str] = Counter()
     reopened = 0
     per_component: Counter[str] = Counter()
@@ -146,7 +149,7 @@ def settle(manifest: dict[str, Any]) -> None:
         if f["path"] in cleared_paths:
             per_component[str(f.get("component", ""))] += 1
     classes = s["classes"]
-    s["review"] = sum(int(classes.get(c, 0)) for c in _REVIEW) - len(cleared_paths)
+    s["review"] = sum(int(classes.get(c, 0)) for c in _REVIEW) - len(cleared_paths) - len(backports)
     s["review_pct"] = round(100.0 * s["review"] / s["files"], 2) if s["files"] else 0.0
     s["cleared"] = len(cleared_paths)
     s["decisions"] = {v: by_verdict.get(v, 0) for v in VERDICTS} | {"reopened": reopened}
@@ -157,6 +160,8 @@ def settle(manifest: dict[str, Any]) -> None:
         for fl in manifest["flags"]:
             if fl.get("path") in cleared_paths:
                 fl["cleared"] = True
+            elif fl.get("path") in backports:
+                fl["backport"] = True
             else:
                 fl.pop("cleared", None)
                 counts[fl["severity"]] += 1

@@ -139,16 +139,16 @@ class Candidate:
     preferred: bool = False  # the component's matched release: wins ties
 
     def score(self, index: Mapping[str, Published]) -> tuple[int, int, int]:
-        """Lines no upstream commit explains, then lines changed, then not the matched release."""
+        """Lines no upstream commit explains, then not the matched release, then lines changed."""
         kinds = origins(self.hunks, index)
         vendor = sum(h.size for h, (kind, _) in zip(self.hunks, kinds, strict=True) if kind == VENDOR)
-        return vendor, sum(h.size for h in self.hunks), 0 if self.preferred else 1
+        return vendor, 0 if self.preferred else 1, sum(h.size for h in self.hunks)
 
 
 def choose(candidates: Sequence[Candidate], index: Mapping[str, Published]) -> Candidate:
-    """The base the file is nearest to: the fewest changed lines that upstream did not publish, then
-    the fewest changed lines, then the component's release (a file that carries a backport is diffed
-    against the release it was built on, not against the later state that holds the fix)."""
+    """The base the file is nearest to: the fewest changed lines that upstream did not publish; on a
+    tie the component's release (a file built on it with upstream fixes applied is that release plus
+    backports, not a later state minus the fixes it lacks), then the fewest changed lines."""
     return min(enumerate(candidates), key=lambda ic: (*ic[1].score(index), ic[0]))[1]
 
 

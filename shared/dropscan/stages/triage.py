@@ -19,6 +19,7 @@ from dropscan.audit import decisions, delta, licenses, triage
 from dropscan.audit.manifest import to_json
 from dropscan.forked import Done, Forked, usable_cpus
 from dropscan.keys import manifest_key, report_keys
+from dropscan.stages.evidence import add_evidence
 from dropscan.store.scans import now
 from dropscan.store.services import Services
 from dropscan.store.work import AWS_ERRORS
@@ -103,11 +104,25 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
                 detector=svc.settings.triage_detector, error=f"{type(e).__name__}: {e}"[:300]
             )
     triage.apply(manifest, found)
+    _evidence_into(svc, manifest, extracted)
     decisions.reopen(manifest)  # a decision that did not see what the file now carries
     decisions.settle(manifest)
     for f in manifest["files"]:
         if f["sha256"] in extracted.sha1:
             f["sha1"] = extracted.sha1[f["sha256"]]
+
+
+def _evidence_into(svc: Services, manifest: dict[str, Any], extracted: Extracted) -> None:
+    """Each modified file's diff against its upstream base and the origin of each hunk; a failure is
+    recorded in ``stats.evidence`` and leaves the files in review (S3 errors are retried)."""
+    try:
+        report = add_evidence(svc, manifest, extracted.content, extracted.truncated).to_json()
+    except AWS_ERRORS:
+        raise
+    except Exception as e:  # errors are data: the files stay in review, unexplained
+        logger.exception("evidence failed", extra={"scan_id": manifest["scan_id"]})
+        report = {"error": f"{type(e).__name__}: {e}"[:300]}
+    manifest["stats"]["evidence"] = report
 
 
 def release_licences(svc: Services, manifest: Mapping[str, Any]) -> dict[str, dict[str, Any] | None]:

@@ -1,0 +1,176 @@
+"""Review evidence: each modified file of a drop diffed against its upstream base, each hunk told apart
+as upstream's own change (a backport, citing its commit and first release) or the vendor's.
+
+The upstream is a small real git repository: release 1.0, then commits on master, then release 1.1.
+The drop is 1.0 with some of those commits applied to some files, vendor edits to others, both to one.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gitrepos import LICENCE, commit, git, sha
+
+from dropscan.gitrepo import GitRepo
+from dropscan.local.embedded import embedded
+from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
+from dropscan.store.releases import Releases
+
+from helpers.flows import scan_and_wait
+
+
+def source(name: str, n: int = 60) -> list[str]:
+    return [f"int {name}_{i}(void) {{ return {i}; }}\n" for i in range(n)]
+
+
+def text(lines: list[str]) -> bytes:
+    return "".join(lines).encode()
+
+
+def edit(lines: list[str], at: int, new: str) -> list[str]:
+    out = list(lines)
+    out[at] = new
+    return out
+
+
+A0, B0, C0, D0, E0 = source("a"), source("b"), source("c"), source("d"), source("e")
+A1 = edit(A0, 10, "int a_10(void) { return -10; /* fix: sign */ }\n")  # upstream, not in the drop
+A2 = edit(A1, 40, "int a_40(void) { return 400; /* fix: overflow */ }\n")  # upstream, backported
+C1 = edit(C0, 5, "int c_5(void) { return 55; /* fix: off by fifty */ }\n")  # upstream, backported
+B1 = edit(B0, 30, "int b_30(void) { return 31; /* upstream, not taken */ }\n")
+E1 = edit(E0, 3, "int e_3(void) { return 33; /* 1.1 only */ }\n")
+
+
+def build_repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """1_0; then a fix to a.c, a second fix to a.c, a fix to c.c, changes to b.c and e.c; then 1_1."""
+    repo = tmp_path / "foo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    files = {"LICENSE": LICENCE, "a.c": text(A0), "b.c": text(B0), "c.c": text(C0), "d.c": text(D0)}
+    files["e.c"] = text(E0)
+    commit(repo, dict(files), "Initial import", "2001-01-01")
+    git(repo, "tag", "1_0")
+    commits = {
+        "a1": commit(repo, {"a.c": text(A1)}, "a: fix the sign", "2001-02-01"),
+        "a2": commit(repo, {"a.c": text(A2)}, "a: fix an overflow", "2001-03-01"),
+        "c1": commit(repo, {"c.c": text(C1)}, "c: fix off by fifty", "2001-04-01"),
+        "b1": commit(repo, {"b.c": text(B1)}, "b: change b_30", "2001-05-01"),
+        "e1": commit(repo, {"e.c": text(E1)}, "e: change e_3", "2001-06-01"),
+    }
+    git(repo, "tag", "1_1")
+    return repo, commits
+
+
+def build_drop(tmp_path: Path) -> Path:
+    """foo 1.0 with: a.c + the second a.c fix (backport), b.c + a vendor edit, c.c + the c.c fix and a
+    vendor edit (mixed), d.c and e.c unchanged (e.c is what tells 1.0 from 1.1)."""
+    a = edit(A0, 40, A2[40])
+    b = edit(B0, 20, "int b_20(void) { return vendor_magic(); }\n")
+    c = edit(C1, 50, "int c_50(void) { return vendor_tweak(50); }\n")
+    tree = {
+        "LICENSE": LICENCE,
+        "a.c": text(a),
+        "b.c": text(b),
+        "c.c": text(c),
+        "d.c": text(D0),
+        "e.c": text(E0),
+    }
+    folder = tmp_path / "drop" / "foo-1.0"
+    folder.mkdir(parents=True)
+    for name, data in tree.items():
+        (folder / name).write_bytes(data)
+    out = tmp_path / "acme-foo-1.0.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(folder, arcname="foo-1.0")
+    return out
+
+
+def by_path(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f["path"].removeprefix("foo-1.0/"): f for f in manifest["files"]}
+
+
+def test_backports_vendor_edits_and_mixed_files_are_told_apart_with_the_history(tmp_path: Path) -> None:
+    repo, commits = build_repo(tmp_path)
+    drop = build_drop(tmp_path)
+    with embedded() as es:
+        releases = Releases(es.client.s3, es.names.upstream_bucket)
+        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
+        m = scan_and_wait(es, drop).manifest
+    files = by_path(m)
+    comp = m["components"][0]
+    assert (comp["package"], comp["version"]) == ("foo", "1.0")
+    assert {p: f["class"] for p, f in files.items()} == {
+        "LICENSE": "identical",
+        "a.c": "modified",
+        "b.c": "modified",
+        "c.c": "modified",
+        "d.c": "identical",
+        "e.c": "identical",
+    }
+    a, b, c = (files[p]["evidence"] for p in ("a.c", "b.c", "c.c"))
+    # a.c: 1.0 plus the second fix, diffed against 1.0 (not against a later state that lacks the first)
+    assert a["base"] == {"package": "foo", "version": "1.0", "path": "a.c", "sha256": sha(text(A0))}
+    assert a["origin"] == "upstream"
+    assert [(h["new_start"], h["origin"], h["commit"], h["release"]) for h in a["hunks"]] == [
+        (41, "upstream", commits["a2"], "1.1")
+    ]
+    assert a["hunks"][0]["subject"] == "a: fix an overflow"
+    # b.c: the vendor's own edit; the upstream change to b.c was not taken, and is not cited
+    assert b["origin"] == "vendor"
+    assert [(h["new_start"], h["origin"]) for h in b["hunks"]] == [(21, "vendor")]
+    assert "+int b_20(void) { return vendor_magic(); }" in b["patch"]
+    # c.c: the upstream fix and a vendor edit
+    assert c["origin"] == "mixed"
+    assert [(h["new_start"], h["origin"], h.get("commit")) for h in c["hunks"]] == [
+        (6, "upstream", commits["c1"]),
+        (51, "vendor", None),
+    ]
+    # counted apart: the backport leaves the review set, the component's baseline line says so
+    assert m["summary"]["backported"] == 1
+    assert m["summary"]["vendor_changed"] == 2
+    assert m["summary"]["review"] == 2
+    assert comp["baseline"] == {
+        "release": "1.0",
+        "backported": 1,
+        "commits": sorted([commits["a2"], commits["c1"]]),
+        "vendor_changed": 2,
+        "added": 0,
+    }
+    assert set(m["evidence"]["commits"]) == {commits["a2"], commits["c1"]}
+
+
+def test_without_the_history_the_same_files_get_their_base_and_diffs_all_vendor(tmp_path: Path) -> None:
+    repo, _ = build_repo(tmp_path)
+    drop = build_drop(tmp_path)
+    tarball = tmp_path / "foo-1.0.tar.gz"
+    git(repo, "archive", "--prefix=foo-1.0/", "-o", str(tarball), "1_0")
+    with embedded() as es:
+        es.client.ingest(tarball, "foo", "1.0")
+        m = scan_and_wait(es, drop).manifest
+    files = by_path(m)
+    for path, line in (("a.c", 41), ("b.c", 21)):
+        ev = files[path]["evidence"]
+        assert ev["base"] == {
+            "package": "foo",
+            "version": "1.0",
+            "path": path,
+            "sha256": ev["base"]["sha256"],
+        }
+        assert [(h["new_start"], h["origin"]) for h in ev["hunks"]] == [(line, "vendor")]
+        assert ev["origin"] == "vendor"
+    c = files["c.c"]["evidence"]
+    assert c["base"]["sha256"] == sha(text(C0))
+    assert [(h["new_start"], h["origin"]) for h in c["hunks"]] == [(6, "vendor"), (51, "vendor")]
+    assert (c["lines_added"], c["lines_removed"]) == (2, 2)
+    assert m["summary"]["backported"] == 0 and m["summary"]["review"] == 3
+
+
+@pytest.fixture(autouse=True)
+def _git_available() -> None:
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.fail("git is needed to build the upstream repository")
