@@ -174,3 +174,19 @@ def _git_available() -> None:
 
     if shutil.which("git") is None:
         pytest.fail("git is needed to build the upstream repository")
+
+
+def test_the_embedded_stack_keeps_the_upstream_contents_between_runs(tmp_path: Path) -> None:
+    # Given a release ingested by one run of the embedded stack with a data directory
+    repo, commits = build_repo(tmp_path)
+    data = tmp_path / "data"
+    with embedded(data_dir=data) as es:
+        releases = Releases(es.client.s3, es.names.upstream_bucket)
+        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
+        es.client.changed = True
+    # When a later run scans a drop
+    with embedded(data_dir=data) as es:
+        m = scan_and_wait(es, build_drop(tmp_path)).manifest
+    # Then the diffs and the hunk index were there: the backport is told apart as in one run
+    a = by_path(m)["a.c"]["evidence"]
+    assert a["origin"] == "upstream" and a["hunks"][0]["commit"] == commits["a2"]

@@ -19,6 +19,7 @@ from dropscan.audit.decisions import export_text, parse_export
 from dropscan.forked import Forked
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.stack import REGION, DeployedStack, deploy
+from dropscan.store.content import ContentStore
 from dropscan.store.dump import SCANS_FOLDER, export_db, import_db, load_scans, save_scans
 from dropscan.store.scans import now
 from dropscan.store.services import reset as reset_services
@@ -163,11 +164,16 @@ SCHEDULE_EVERY_S = 30.0
 DB_FILE = "upstream-db.jsonl.gz"
 
 
+#: upstream contents for review evidence (store.content), kept as the objects' own files
+CONTENT_FOLDER = "upstream-content"
+
+
 def _load_db(client: Client, s3: Any, data_dir: Path) -> None:
     dump = data_dir / DB_FILE
     if dump.is_file():
         with dump.open("rb") as f:
             import_db(client.db, s3, client.names.upstream_bucket, f)
+    ContentStore(s3, client.names.upstream_bucket).load_from(data_dir / CONTENT_FOLDER)
 
 
 DECISIONS_FILE = "decisions.json"
@@ -193,6 +199,7 @@ def _save_db(client: Client, s3: Any, data_dir: Path) -> None:
     with tmp.open("wb") as f:
         export_db(client.db, s3, client.names.upstream_bucket, f, via_export=True)
     tmp.replace(data_dir / DB_FILE)  # never leave a half-written database behind
+    ContentStore(s3, client.names.upstream_bucket).save_to(data_dir / CONTENT_FOLDER)
 
 
 @contextmanager

@@ -144,6 +144,44 @@ class ContentStore:
     def _put(self, key: str, data: Any) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=_gz_json(data), ContentEncoding="gzip")
 
+    # ------------------------------------------------------------------ kept as files (the embedded stack)
+    def save_to(self, folder: Path) -> int:
+        """Copy every ``content/`` object that is new or changed since the last save into ``folder``
+        (packs never change; shards and indexes are rewritten); returns how many were copied."""
+        ledger_path = folder / ".etags.json"
+        ledger: dict[str, str] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
+        copied = 0
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=CONTENT_PREFIX)
+        for page in pages:
+            for obj in page.get("Contents", []):
+                key, etag = obj["Key"], obj.get("ETag", "")
+                if ledger.get(key) == etag and (folder / key).is_file():
+                    continue
+                dest = folder / key
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                self.s3.download_file(self.bucket, key, str(dest) + ".tmp")
+                os.replace(str(dest) + ".tmp", dest)
+                ledger[key] = etag
+                copied += 1
+        if copied:
+            folder.mkdir(parents=True, exist_ok=True)
+            ledger_path.write_text(json.dumps(ledger))
+        return copied
+
+    def load_from(self, folder: Path) -> int:
+        """Put back what :meth:`save_to` kept (their etags, recorded anew, stay the ledger's)."""
+        root = folder / CONTENT_PREFIX
+        if not root.is_dir():
+            return 0
+        ledger: dict[str, str] = {}
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not path.name.endswith(".tmp"):
+                key = path.relative_to(folder).as_posix()
+                self.s3.upload_file(str(path), self.bucket, key)
+                ledger[key] = self.s3.head_object(Bucket=self.bucket, Key=key).get("ETag", "")
+        (folder / ".etags.json").write_text(json.dumps(ledger))
+        return len(ledger)
+
     # ------------------------------------------------------------------ read by scans (and ingests)
     def _get_json(self, key: str) -> Any:
         try:
