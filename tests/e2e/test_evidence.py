@@ -78,9 +78,14 @@ def build_drop(tmp_path: Path) -> Path:
         "d.c": text(D0),
         "e.c": text(E0),
     }
+    # added: a copy of d.c the vendor edited (a third of it), and a file of its own
+    copy = [line.replace("return", "return 2 *") if i % 3 == 0 else line for i, line in enumerate(D0)]
+    tree["vendor/d_copy.c"] = text(copy)
+    tree["vendor/own.c"] = text(source("vendor_own"))
     folder = tmp_path / "drop" / "foo-1.0"
     folder.mkdir(parents=True)
     for name, data in tree.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
     out = tmp_path / "acme-foo-1.0.tar.gz"
     with tarfile.open(out, "w:gz") as tar:
@@ -109,6 +114,8 @@ def test_backports_vendor_edits_and_mixed_files_are_told_apart_with_the_history(
         "c.c": "modified",
         "d.c": "identical",
         "e.c": "identical",
+        "vendor/d_copy.c": "added",
+        "vendor/own.c": "added",
     }
     a, b, c = (files[p]["evidence"] for p in ("a.c", "b.c", "c.c"))
     # a.c: 1.0 plus the second fix, diffed against 1.0 (not against a later state that lacks the first)
@@ -131,14 +138,23 @@ def test_backports_vendor_edits_and_mixed_files_are_told_apart_with_the_history(
     # counted apart: the backport leaves the review set, the component's baseline line says so
     assert m["summary"]["backported"] == 1
     assert m["summary"]["vendor_changed"] == 2
-    assert m["summary"]["review"] == 2
+    assert m["summary"]["review"] == 4  # b.c, c.c and the two added files
     assert comp["baseline"] == {
         "release": "1.0",
         "backported": 1,
         "commits": sorted([commits["a2"], commits["c1"]]),
         "vendor_changed": 2,
-        "added": 0,
+        "added": 2,
     }
+    # the edited copy is traced to the file it came from; the vendor's own file is not
+    assert files["vendor/d_copy.c"]["similar"] == {
+        "package": "foo",
+        "version": "1.0",
+        "path": "d.c",
+        "sha256": sha(text(D0)),
+        "similarity": 67,
+    }
+    assert "similar" not in files["vendor/own.c"]
     assert set(m["evidence"]["commits"]) == {commits["a2"], commits["c1"]}
 
 
@@ -165,7 +181,8 @@ def test_without_the_history_the_same_files_get_their_base_and_diffs_all_vendor(
     assert c["base"]["sha256"] == sha(text(C0))
     assert [(h["new_start"], h["origin"]) for h in c["hunks"]] == [(6, "vendor"), (51, "vendor")]
     assert (c["lines_added"], c["lines_removed"]) == (2, 2)
-    assert m["summary"]["backported"] == 0 and m["summary"]["review"] == 3
+    assert m["summary"]["backported"] == 0 and m["summary"]["review"] == 5
+    assert files["vendor/d_copy.c"]["similar"]["path"] == "d.c"  # from the release alone too
 
 
 @pytest.fixture(autouse=True)

@@ -139,3 +139,25 @@ def test_backports_are_counted_apart_per_component_with_the_commits_they_cite() 
         "added": 1,
     }
     assert manifest["summary"] == {"backported": 1, "vendor_changed": 2}
+
+
+def test_an_edited_copy_is_found_among_many_files_and_measured_exactly() -> None:
+    from dropscan.audit import similarity
+
+    upstream = {
+        f"f{n}": b"".join(b"int f%d_%d(void) { return %d; }\n" % (n, i, i) for i in range(50))
+        for n in range(300)
+    }
+    sketches = {name: similarity.sketch(data) for name, data in upstream.items()}
+    index = similarity.SketchIndex.build(
+        {k: similarity.decode(similarity.encode(v)) for k, v in sketches.items()}
+    )
+    lines = upstream["f123"].splitlines(keepends=True)
+    edited = b"".join(
+        line.replace(b"return", b"return 2 *") if i % 4 == 0 else line for i, line in enumerate(lines)
+    )
+    found = index.candidates(similarity.sketch(edited))
+    assert found[0] == "f123"
+    assert similarity.containment(edited, upstream["f123"]) == 0.74  # 37 of 50 lines kept
+    own = b"".join(b"static long vendor_%d = %d;\n" % (i, i) for i in range(50))
+    assert index.candidates(similarity.sketch(own)) == []

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dropscan.audit import evidence
+from dropscan.audit import evidence, similarity
+from dropscan.audit.components import release_paths
 from dropscan.audit.evidence import Candidate, Published
 from dropscan.store.content import ContentStore, Location, hunk_shard, path_shard
 from dropscan.store.services import Services
@@ -40,6 +41,7 @@ class EvidenceReport:
     diffed: int = 0
     candidates: int = 0
     without: int = 0
+    similar: int = 0  # added files found close to an upstream file
     seconds: float = 0.0
     store: dict[str, int] = field(default_factory=dict)
 
@@ -49,6 +51,7 @@ class EvidenceReport:
             "diffed": self.diffed,
             "candidates": self.candidates,
             "without_diff": self.without,
+            "similar": self.similar,
             "seconds": round(self.seconds, 3),
             "store": self.store,
         }
@@ -99,6 +102,7 @@ def add_evidence(
         f["evidence"] = evidence.evidence_of(chosen, index, patch)
         report.diffed += 1
         report.candidates += len(usable)
+    report.similar = _add_similar(svc, store, manifest, content)
     evidence.settle(manifest)
     report.seconds = time.perf_counter() - started
     report.store = {"gets": store.stats.gets, "bytes_read": store.stats.bytes_read}
@@ -178,6 +182,46 @@ def _states(
         if len(out) > evidence.MAX_CANDIDATES:
             break
     return out
+
+
+def _add_similar(
+    svc: Services, store: ContentStore, manifest: Mapping[str, Any], content: Mapping[str, bytes]
+) -> int:
+    """``similar`` on each added text file close to a file of its component's release at another path
+    (a copy the vendor edited): the upstream file, and the share of the added file's lines it holds."""
+    added: dict[str, list[dict[str, Any]]] = {}
+    for f in manifest["files"]:
+        if f["class"] == "added" and f["kind"] == "text" and f["sha256"] in content and not f.get("triage"):
+            added.setdefault(str(f.get("component", "")), []).append(f)
+    found = 0
+    for c in manifest.get("components") or []:
+        files = added.get(c["prefix"]) if c.get("identified") else None
+        encoded = store.sketches(c["package"], c["version"]) if files else {}
+        release = svc.releases.load(c["package"], c["version"]) if encoded else None
+        if not files or release is None:
+            continue
+        index = similarity.SketchIndex.build({sha: similarity.decode(v) for sha, v in encoded.items()})
+        where = store.release_index(c["package"], c["version"]) or {}
+        path_of: dict[str, str] = {}
+        for path, sha in release_paths(release).items():
+            path_of.setdefault(sha, path)
+        picks = [(f, index.candidates(similarity.sketch(content[f["sha256"]]))) for f in files]
+        blobs = store.blobs({sha: where[sha] for _, shas in picks for sha in shas if sha in where})
+        for f, shas in picks:
+            measured = [
+                (similarity.containment(content[f["sha256"]], blobs[s]), s) for s in shas if s in blobs
+            ]
+            share, sha = max(measured, default=(0.0, ""))
+            if share >= similarity.THRESHOLD and sha in path_of:
+                f["similar"] = {
+                    "package": c["package"],
+                    "version": c["version"],
+                    "path": path_of[sha],
+                    "sha256": sha,
+                    "similarity": round(100 * share),
+                }
+                found += 1
+    return found
 
 
 def _seconds(date: str) -> float:

@@ -15,7 +15,7 @@ from aws_lambda_powertools import Logger
 
 from dropscan.archive import ArchiveReadError, walk
 from dropscan.archive.extract import Extracted, contents_by_digest
-from dropscan.audit import component_licence, licenses
+from dropscan.audit import component_licence, licenses, similarity
 from dropscan.forked import Done, Forked, forked_iter, usable_cpus
 from dropscan.keys import parse_git_bundle_key, parse_upstream_key
 from dropscan.models import FileDigests, Release, Trust
@@ -119,11 +119,12 @@ def release_licence(
             reading = Forked(job) if usable_cpus() > 1 and (wanted or texts) else Done(job())
             with reading:
                 detector = licenses.detector(svc.settings.triage_detector)
-                content, where, raw = reading.result()
+                content, where, sketches, raw = reading.result()
             if where:
                 store = svc.content()
                 store.put_pack(pack_file.name, key)
                 store.put_release_index(package, version, {d: (key, o, n) for d, (o, n) in where.items()})
+                store.put_sketches(package, version, sketches)
                 stored = {"files": len(where), "bytes": raw, "packed_bytes": os.path.getsize(pack_file.name)}
         return component_licence.release_record(paths, content, detector, sizes), stored
     except AWS_ERRORS:
@@ -136,16 +137,20 @@ def release_licence(
 
 def _pack_release(
     spool: str, wanted: dict[str, int], keep: set[str], pack_path: str, key: str
-) -> tuple[dict[str, bytes], dict[str, tuple[int, int]], int]:
-    """(licence files' bytes, where each text file went in the pack, bytes packed) of a release copy."""
+) -> tuple[dict[str, bytes], dict[str, tuple[int, int]], dict[str, str], int]:
+    """(licence files' bytes, where each text file went in the pack, their line sketches, bytes packed)
+    of a release copy."""
+    sketches: dict[str, str] = {}
     with PackWriter(pack_path, key) as pack:
 
         def sink(digest: str, data: bytes) -> bool:
             pack.add(digest, data)
+            if digest not in sketches:
+                sketches[digest] = similarity.encode(similarity.sketch(data))
             return digest in keep
 
         got = contents_by_digest(spool, wanted, sink=sink) if wanted else Extracted()
-    return {d: b for d, b in got.content.items() if d in keep}, pack.locations, pack.raw_bytes
+    return {d: b for d, b in got.content.items() if d in keep}, pack.locations, sketches, pack.raw_bytes
 
 
 def release_of(obj: StoredObject) -> tuple[str, str]:

@@ -23,6 +23,7 @@ from aws_lambda_powertools import Logger
 from pygit2.enums import DeltaStatus
 
 from dropscan.archive.digest import digest_bytes
+from dropscan.audit import similarity
 from dropscan.audit.evidence import Published, hunks_of
 from dropscan.gitbundle import init_repo, unbundle
 from dropscan.gitrepo import LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
@@ -63,6 +64,7 @@ class _Run:
     missing: dict[str, list[str]] = field(default_factory=dict)  # blob id -> paths
     #: where each text content lies in the packs (earlier runs' and this run's), for review evidence
     where: dict[str, Location] = field(default_factory=dict)
+    sketches: dict[str, str] = field(default_factory=dict)  # sha256 -> line sketch (audit.similarity)
     pack: PackWriter | None = None
 
     def digests(self, repo: GitRepo, entry: Entry) -> list[str] | None:
@@ -88,6 +90,7 @@ class _Run:
             self.pack.add(d.sha256, data)
             if d.sha256 in self.pack.locations:
                 self.where[d.sha256] = (self.pack.key, *self.pack.locations[d.sha256])
+                self.sketches[d.sha256] = similarity.encode(similarity.sketch(data))
         known = self.blobs[entry.blob] = [d.sha256, d.kw, d.ws, ""]
         return known
 
@@ -150,6 +153,7 @@ def ingest_git(
     stored = state.get("content") or {"packs": [], "loc": {}}
     run = _Run(blobs=state.get("blobs", {}))
     run.where = {sha: (stored["packs"][i], off, n) for sha, (i, off, n) in stored["loc"].items()}
+    run.sketches = state.get("sketches", {})
     scratch = tempfile.NamedTemporaryFile(suffix=".pack")  # noqa: SIM115 - closed below
     run.pack = PackWriter(scratch.name, pack_key(package, f"git-{uuid.uuid4().hex[:16]}"))
     known_missing: dict[str, list[str]] = state.get("missing", {})
@@ -194,6 +198,7 @@ def ingest_git(
         "history_tips": tips,
         "blobs": run.blobs,
         "content": _where_json(run.where),
+        "sketches": run.sketches,
         # blobs this copy lacked: named again by every later run, read again when met again
         "missing": still_missing,
     }
@@ -260,6 +265,9 @@ def _releases(
         releases.save(Release(package, tag.version, files))
         stored = {sha: run.where[sha] for sha in files.values() if sha in run.where}
         content.put_release_index(package, tag.version, stored)
+        content.put_sketches(
+            package, tag.version, {sha: run.sketches[sha] for sha in stored if sha in run.sketches}
+        )
         done.append(tag)
         if n % 20 == 0:
             say(f"tags: {n} of {len(tags)}, {len(run.blobs)} blobs")

@@ -10,6 +10,8 @@ Written at ingest, read by the evidence step of triage (:mod:`dropscan.stages.ev
   date, where its content lies), in :data:`SHARDS` shards by path.
 - ``hunks/<nn>.json.gz`` (``--history``): the change hunks of every commit keyed by their fingerprint
   (removed and added lines), in :data:`SHARDS` shards, so that a scan asks for the few it met.
+- ``sketches/<version>.json.gz``: a line sketch of each text file of a release, to find the upstream
+  file an added file was copied from (:mod:`dropscan.audit.similarity`).
 - ``meta.json``: what the package has (``history``: true once a history was ingested).
 
 Everything lives in S3 rather than in the upstream table: ingests of one package add their own objects
@@ -56,6 +58,10 @@ def pack_key(package: str, pack_id: str) -> str:
 
 def release_index_key(package: str, version: str) -> str:
     return f"{content_prefix(package)}releases/{version}.json.gz"
+
+
+def sketches_key(package: str, version: str) -> str:
+    return f"{content_prefix(package)}sketches/{version}.json.gz"
 
 
 def shard_key(package: str, kind: str, shard: int) -> str:
@@ -134,6 +140,10 @@ class ContentStore:
         blobs = {sha: [number[k], off, n] for sha, (k, off, n) in where.items()}
         self._put(release_index_key(package, version), {"packs": packs, "blobs": blobs})
 
+    def put_sketches(self, package: str, version: str, sketches: Mapping[str, str]) -> None:
+        """The line sketches (audit.similarity, encoded) of the release's text files, by SHA-256."""
+        self._put(sketches_key(package, version), dict(sketches))
+
     def put_shards(self, package: str, kind: str, shards: Mapping[int, Any]) -> None:
         for shard, data in shards.items():
             self._put(shard_key(package, kind, shard), data)
@@ -203,6 +213,10 @@ class ContentStore:
             return None
         packs = data["packs"]
         return {sha: (packs[i], off, n) for sha, (i, off, n) in data["blobs"].items()}
+
+    def sketches(self, package: str, version: str) -> dict[str, str]:
+        found = self._get_json(sketches_key(package, version))
+        return dict(found) if isinstance(found, dict) else {}
 
     def shards(self, package: str, kind: str, wanted: Iterable[int]) -> dict[int, Any]:
         """The shards asked for (absent ones left out), read in parallel."""
