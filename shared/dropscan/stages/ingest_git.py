@@ -67,12 +67,17 @@ class _Run:
     sketches: dict[str, str] = field(default_factory=dict)  # sha256 -> line sketch (audit.similarity)
     pack: PackWriter | None = None
 
-    def digests(self, repo: GitRepo, entry: Entry) -> list[str] | None:
-        """The blob's [sha256, kw, ws, tag], read and hashed the first time it is met."""
+    def digests(self, repo: GitRepo, entry: Entry, *, released: bool = False) -> list[str] | None:
+        """The blob's [sha256, kw, ws, tag], read and hashed the first time it is met; ``released``
+        (a file of a tag): its line sketch too, which only release files need (audit.similarity)."""
         if entry.link:  # a symbolic link: recorded as an archive's walk records one, no content
             return [EMPTY.sha256, EMPTY.sha256, EMPTY.sha256, ""]
         known = self.blobs.get(entry.blob)
         if known is not None:
+            if released and known[0] in self.where and known[0] not in self.sketches:
+                data = repo.read(entry.blob)  # first met in an earlier run's history
+                if data is not None:
+                    self.sketches[known[0]] = similarity.encode(similarity.sketch(data))
             return known
         if entry.blob in self.missing:
             paths = self.missing[entry.blob]
@@ -90,7 +95,8 @@ class _Run:
             self.pack.add(d.sha256, data)
             if d.sha256 in self.pack.locations:
                 self.where[d.sha256] = (self.pack.key, *self.pack.locations[d.sha256])
-                self.sketches[d.sha256] = similarity.encode(similarity.sketch(data))
+        if released and d.sha256 in self.where and d.sha256 not in self.sketches:
+            self.sketches[d.sha256] = similarity.encode(similarity.sketch(data))
         known = self.blobs[entry.blob] = [d.sha256, d.kw, d.ws, ""]
         return known
 
@@ -250,7 +256,7 @@ def _releases(
     for n, tag in enumerate(sorted(tags, key=lambda t: version_key(t.version)), 1):
         files: dict[str, str] = {}
         for entry in repo.files(tag.commit):
-            known = run.digests(repo, entry)
+            known = run.digests(repo, entry, released=True)
             if known is None:
                 continue
             files[entry.path] = known[0]
