@@ -43,6 +43,7 @@ class EvidenceReport:
     without: int = 0
     similar: int = 0  # added files found close to an upstream file
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
     store: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -53,6 +54,7 @@ class EvidenceReport:
             "without_diff": self.without,
             "similar": self.similar,
             "seconds": round(self.seconds, 3),
+            "phases": {k: round(v, 3) for k, v in self.phases.items()},
             "store": self.store,
         }
 
@@ -86,7 +88,11 @@ def add_evidence(
         states = _states(comp, base, named)
         wanted.update({s["sha256"]: loc for s, loc in states})
         jobs.append((f, comp, [Candidate(s, [], preferred=s is named) for s, _ in states]))
+    mark = time.perf_counter()
+    report.phases["plan"] = mark - started
     blobs = store.blobs(wanted) if wanted else {}
+    report.phases["read"] = time.perf_counter() - mark
+    mark = time.perf_counter()
     index = _diff_all(store, jobs, content, blobs)
     for f, _comp, candidates in jobs:
         usable = [c for c in candidates if c.base["sha256"] in blobs]
@@ -102,7 +108,10 @@ def add_evidence(
         f["evidence"] = evidence.evidence_of(chosen, index, patch)
         report.diffed += 1
         report.candidates += len(usable)
+    report.phases["diff"] = time.perf_counter() - mark
+    mark = time.perf_counter()
     report.similar = _add_similar(svc, store, manifest, content)
+    report.phases["similar"] = time.perf_counter() - mark
     evidence.settle(manifest)
     report.seconds = time.perf_counter() - started
     report.store = {"gets": store.stats.gets, "bytes_read": store.stats.bytes_read}

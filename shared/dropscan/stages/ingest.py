@@ -3,7 +3,6 @@ table and its path list beside it, so that scans can set its files aside."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -110,22 +109,27 @@ def release_licence(
     try:
         with (
             tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".release") as spool,
-            tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".pack") as pack_file,
+            tempfile.TemporaryDirectory(dir=svc.settings.scratch_dir, suffix=".packs") as pack_dir,
         ):
             if wanted or texts:
                 svc.objects.download(obj.bucket, obj.key, obj.version_id, spool)
             key = pack_key(package, f"{version}-{(obj.etag or 'x')[:12]}")
-            job = partial(_pack_release, spool.name, {**texts, **wanted}, set(wanted), pack_file.name, key)
+            job = partial(_pack_release, spool.name, {**texts, **wanted}, set(wanted), pack_dir, key)
             reading = Forked(job) if usable_cpus() > 1 and (wanted or texts) else Done(job())
             with reading:
                 detector = licenses.detector(svc.settings.triage_detector)
-                content, where, sketches, raw = reading.result()
-            if where:
+                content, pack, sketches = reading.result()
+            if pack.locations:
                 store = svc.content()
-                store.put_pack(pack_file.name, key)
-                store.put_release_index(package, version, {d: (key, o, n) for d, (o, n) in where.items()})
+                store.put_pack(pack.segments)
+                store.put_release_index(package, version, pack.locations)
                 store.put_sketches(package, version, sketches)
-                stored = {"files": len(where), "bytes": raw, "packed_bytes": os.path.getsize(pack_file.name)}
+                stored = {
+                    "files": len(pack.locations),
+                    "bytes": pack.raw_bytes,
+                    "packed_bytes": pack.packed_bytes,
+                    "segments": len(pack.segments),
+                }
         return component_licence.release_record(paths, content, detector, sizes), stored
     except AWS_ERRORS:
         raise
@@ -136,12 +140,11 @@ def release_licence(
 
 
 def _pack_release(
-    spool: str, wanted: dict[str, int], keep: set[str], pack_path: str, key: str
-) -> tuple[dict[str, bytes], dict[str, tuple[int, int]], dict[str, str], int]:
-    """(licence files' bytes, where each text file went in the pack, their line sketches, bytes packed)
-    of a release copy."""
+    spool: str, wanted: dict[str, int], keep: set[str], pack_dir: str, key: str
+) -> tuple[dict[str, bytes], PackWriter, dict[str, str]]:
+    """(licence files' bytes, the pack of every text file, their line sketches) of a release copy."""
     sketches: dict[str, str] = {}
-    with PackWriter(pack_path, key) as pack:
+    with PackWriter(pack_dir, key) as pack:
 
         def sink(digest: str, data: bytes) -> bool:
             pack.add(digest, data)
@@ -150,7 +153,7 @@ def _pack_release(
             return digest in keep
 
         got = contents_by_digest(spool, wanted, sink=sink) if wanted else Extracted()
-    return {d: b for d, b in got.content.items() if d in keep}, pack.locations, sketches, pack.raw_bytes
+    return {d: b for d, b in got.content.items() if d in keep}, pack, sketches
 
 
 def release_of(obj: StoredObject) -> tuple[str, str]:

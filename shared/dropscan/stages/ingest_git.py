@@ -94,7 +94,7 @@ class _Run:
         if self.pack is not None and d.kind == "text" and d.sha256 not in self.where and len(data) > 0:
             self.pack.add(d.sha256, data)
             if d.sha256 in self.pack.locations:
-                self.where[d.sha256] = (self.pack.key, *self.pack.locations[d.sha256])
+                self.where[d.sha256] = self.pack.locations[d.sha256]
         if released and d.sha256 in self.where and d.sha256 not in self.sketches:
             self.sketches[d.sha256] = similarity.encode(similarity.sketch(data))
         known = self.blobs[entry.blob] = [d.sha256, d.kw, d.ws, ""]
@@ -160,7 +160,7 @@ def ingest_git(
     run = _Run(blobs=state.get("blobs", {}))
     run.where = {sha: (stored["packs"][i], off, n) for sha, (i, off, n) in stored["loc"].items()}
     run.sketches = state.get("sketches", {})
-    scratch = tempfile.NamedTemporaryFile(suffix=".pack")  # noqa: SIM115 - closed below
+    scratch = tempfile.TemporaryDirectory(suffix=".packs")  # removed below
     run.pack = PackWriter(scratch.name, pack_key(package, f"git-{uuid.uuid4().hex[:16]}"))
     known_missing: dict[str, list[str]] = state.get("missing", {})
     old_tags: dict[str, str] = state.get("tags", {})
@@ -183,8 +183,8 @@ def ingest_git(
         seconds["history"] = time.perf_counter() - mark
     mark = time.perf_counter()
     run.pack.close()
-    evidence = _store_evidence(content, package, run, changes, scratch.name)
-    scratch.close()
+    evidence = _store_evidence(content, package, run, changes)
+    scratch.cleanup()
     seconds["evidence"] = time.perf_counter() - mark
 
     mark = time.perf_counter()
@@ -333,13 +333,16 @@ def _where_json(where: dict[str, Location]) -> dict[str, Any]:
 
 
 def _store_evidence(
-    content: ContentStore, package: str, run: _Run, changes: _Changes | None, pack_path: str
+    content: ContentStore, package: str, run: _Run, changes: _Changes | None
 ) -> dict[str, Any]:
     """Upload this run's pack, and merge its hunks and revisions into the package's shards."""
     assert run.pack is not None
-    if run.pack.locations:
-        content.put_pack(pack_path, run.pack.key)
-    out: dict[str, Any] = {"stored": len(run.pack.locations), "stored_bytes": run.pack.raw_bytes}
+    content.put_pack(run.pack.segments)
+    out: dict[str, Any] = {
+        "stored": len(run.pack.locations),
+        "stored_bytes": run.pack.raw_bytes,
+        "packed_bytes": run.pack.packed_bytes,
+    }
     if changes is None:
         return out
     hunks: dict[int, dict[str, list[Any]]] = {}

@@ -2,8 +2,9 @@
 
 Written at ingest, read by the evidence step of triage (:mod:`dropscan.stages.evidence`):
 
-- ``packs/<id>.pack``: text files of upstream, each compressed on its own (zlib) and laid end to end,
-  so that a scan reads the few it needs with ranged GETs, neighbours in one GET.
+- ``packs/<id>-<n>.pack``: text files of upstream, each compressed on its own (zlib) and laid end to
+  end in segments of about 8 MiB, so that a scan reads the few it needs with ranged GETs, neighbours
+  in one GET.
 - ``releases/<version>.json.gz``: where each text file of a release lies (SHA-256 -> pack, offset,
   length). A scan reads the one of its component's release.
 - ``history/<nn>.json.gz`` (ingest-git ``--history``): every revision of every path (SHA-256, commit,
@@ -40,7 +41,9 @@ SHARDS = 64
 #: upstream files bigger than this are not stored (no diff is shown for them)
 MAX_STORED = 4 * 1024 * 1024
 #: neighbouring blobs closer than this in a pack are read in one ranged GET
-COALESCE_GAP = 256 * 1024
+COALESCE_GAP = 64 * 1024
+#: a pack object is closed past this size and the next one begun
+SEGMENT_BYTES = 8 * 1024 * 1024
 CONTENT_PREFIX = "content/"
 _LEVEL = 6
 
@@ -53,7 +56,8 @@ def content_prefix(package: str) -> str:
 
 
 def pack_key(package: str, pack_id: str) -> str:
-    return f"{content_prefix(package)}packs/{pack_id}.pack"
+    """The prefix of a pack's segment keys (``<prefix>-00000.pack``, ...)."""
+    return f"{content_prefix(package)}packs/{pack_id}"
 
 
 def release_index_key(package: str, version: str) -> str:
@@ -81,27 +85,45 @@ def hunk_shard(fingerprint: str) -> int:
 
 
 class PackWriter:
-    """A pack being written to a local file; ``locations`` says where each blob went."""
+    """Packs being written to local files in ``folder``: a new segment (object) every
+    :data:`SEGMENT_BYTES`, so that a ranged GET never makes the store copy a whole release's texts (moto
+    copies the object for each); ``locations`` says where each blob went, ``segments`` what to upload."""
 
-    def __init__(self, path: str | os.PathLike[str], key: str) -> None:
-        self.path = Path(path)
-        self.key = key
-        self._file = open(self.path, "wb")  # noqa: SIM115 - closed by close()
-        self.offset = 0
-        self.locations: dict[str, tuple[int, int]] = {}
+    def __init__(self, folder: str | os.PathLike[str], key_prefix: str) -> None:
+        self.folder = Path(folder)
+        self.key_prefix = key_prefix
+        self.segments: list[tuple[Path, str]] = []
+        self.locations: dict[str, Location] = {}
         self.raw_bytes = 0
+        self.packed_bytes = 0
+        self._file: Any = None
+        self.offset = 0
 
     def add(self, sha256: str, data: bytes) -> None:
         if sha256 in self.locations or len(data) > MAX_STORED:
             return
         packed = zlib.compress(data, _LEVEL)
+        if self._file is None or self.offset >= SEGMENT_BYTES:
+            self._next()
         self._file.write(packed)
-        self.locations[sha256] = (self.offset, len(packed))
+        self.locations[sha256] = (self.segments[-1][1], self.offset, len(packed))
         self.offset += len(packed)
         self.raw_bytes += len(data)
+        self.packed_bytes += len(packed)
+
+    def _next(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        n = len(self.segments)
+        path = self.folder / f"{n:05d}.pack"
+        self.segments.append((path, f"{self.key_prefix}-{n:05d}.pack"))
+        self._file = open(path, "wb")  # noqa: SIM115 - closed by _next() or close()
+        self.offset = 0
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def __enter__(self) -> PackWriter:
         return self
@@ -131,8 +153,9 @@ class ContentStore:
         self.stats = ContentStats()
 
     # ------------------------------------------------------------------ written at ingest
-    def put_pack(self, path: str | os.PathLike[str], key: str) -> None:
-        self.s3.upload_file(str(path), self.bucket, key)
+    def put_pack(self, segments: Iterable[tuple[Path, str]]) -> None:
+        for path, key in segments:
+            self.s3.upload_file(str(path), self.bucket, key)
 
     def put_release_index(self, package: str, version: str, where: Mapping[str, Location]) -> None:
         packs = sorted({loc[0] for loc in where.values()})
