@@ -47,9 +47,9 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
     trust = Trust(obj.metadata["trust"]) if obj.metadata.get("trust") else None
     previous = svc.releases.report(package, version)
     same = previous and previous.get("etag") == (obj.etag or "") and previous.get("source") == key
-    if same and previous and "license" in previous:
+    if same and previous and "license" in previous and "content" in previous:
         # a redelivered event or a repeated upload of the same archive: the release is in already (a
-        # release ingested before its licence was recorded is ingested again, once)
+        # release ingested before its licence and texts were recorded is ingested again, once)
         if trust:
             svc.upstream().set_trust(package, trust)
         return IngestResult(package, version, int(previous["files"]), 0)
