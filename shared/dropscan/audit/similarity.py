@@ -30,6 +30,10 @@ MIN_LINE = 8
 THRESHOLD = 0.5
 #: candidates read and measured exactly per added file
 MEASURED = 3
+#: a sketch value held by more files than this (at least COMMON_MIN, else one in COMMON_SHARE of the
+#: release) is boilerplate and left out of the index
+COMMON_MIN = 50
+COMMON_SHARE = 200
 
 
 def lines_of(data: bytes) -> set[bytes]:
@@ -79,18 +83,25 @@ class SketchIndex:
 
     @classmethod
     def build(cls, sketches: Mapping[str, tuple[int, ...]]) -> SketchIndex:
+        """The index of ``sketches``; a value that many files share is boilerplate (a licence line, an
+        include every driver has) and finds nothing: it is left out."""
         by_value: dict[int, list[str]] = {}
         for sha, sk in sketches.items():
             for v in sk:
                 by_value.setdefault(v, []).append(sha)
-        return cls(dict(sketches), by_value)
+        common = max(COMMON_MIN, len(sketches) // COMMON_SHARE)
+        return cls(dict(sketches), {v: shas for v, shas in by_value.items() if len(shas) <= common})
 
     def candidates(self, sk: tuple[int, ...], exclude: Iterable[str] = ()) -> list[str]:
-        """The upstream contents most resembling ``sk`` (best first, at most :data:`MEASURED`)."""
+        """The upstream contents most resembling ``sk`` (best first, at most :data:`MEASURED`): those
+        sharing at least two sketch values, or one when the added file's sketch is that short."""
         shared: Counter[str] = Counter()
         for v in sk:
             shared.update(self.by_value.get(v, ()))
         for sha in exclude:
             shared.pop(sha, None)
-        scored = sorted(((resemblance(sk, self.sketches[s]), s) for s in shared), reverse=True)
+        least = min(2, len(sk))
+        scored = sorted(
+            ((resemblance(sk, self.sketches[s]), s) for s, n in shared.items() if n >= least), reverse=True
+        )
         return [s for r, s in scored[:MEASURED] if r > 0]

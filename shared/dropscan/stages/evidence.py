@@ -59,19 +59,68 @@ class EvidenceReport:
         }
 
 
-def add_evidence(
-    svc: Services, manifest: dict[str, Any], content: Mapping[str, bytes], truncated: set[str]
-) -> EvidenceReport:
-    """Write ``evidence`` into the manifest's modified (and noise-class) files, then the baselines."""
+@dataclass
+class Prefetched:
+    """What the evidence step reads of the upstream side before it has the drop's bytes: triage does
+    this while its forked child reads the drop again, so the reads cost the scan nothing on that path."""
+
+    components: dict[str, _Component]
+    states: dict[str, list[tuple[dict[str, Any], Location]]]  # drop path -> candidate upstream states
+    blobs: dict[str, bytes]
+    similar: dict[str, _Similar]
+    store: ContentStore
+    seconds: float = 0.0
+
+
+@dataclass
+class _Similar:
+    """A component's release, ready for added files to be traced to it."""
+
+    package: str
+    version: str
+    index: similarity.SketchIndex
+    where: dict[str, Location]
+    path_of: dict[str, str]
+
+
+def prefetch(svc: Services, manifest: Mapping[str, Any]) -> Prefetched:
+    """The upstream side: release content indexes, revisions, the candidate bases' bytes, sketches."""
     started = time.perf_counter()
     store = svc.content()
-    report = EvidenceReport()
-    by_prefix = _components(svc, store, manifest)
-    jobs: list[tuple[dict[str, Any], _Component, list[Candidate]]] = []
+    components = _components(svc, store, manifest)
+    states: dict[str, list[tuple[dict[str, Any], Location]]] = {}
     wanted: dict[str, Location] = {}
     for f in manifest["files"]:
+        base, comp = f.get("base"), components.get(str(f.get("component", "")))
+        if base is None or comp is None or f["class"] != "modified" or f["kind"] != "text":
+            continue
+        named = _named(comp, base)
+        assert named is not None
+        states[f["path"]] = _states(comp, base, named)
+        wanted.update({st["sha256"]: loc for st, loc in states[f["path"]]})
+    blobs = store.blobs(wanted) if wanted else {}
+    out = Prefetched(components, states, blobs, _similar_releases(svc, store, manifest), store)
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def add_evidence(
+    svc: Services,
+    manifest: dict[str, Any],
+    content: Mapping[str, bytes],
+    truncated: set[str],
+    pre: Prefetched | None = None,
+) -> EvidenceReport:
+    """Write ``evidence`` into the manifest's modified (and noise-class) files, ``similar`` into its
+    added ones, then the baselines; ``pre``: the upstream side read already (else read now)."""
+    started = time.perf_counter()
+    pre = pre or prefetch(svc, manifest)
+    report = EvidenceReport()
+    report.phases["prefetch"] = pre.seconds
+    jobs: list[tuple[dict[str, Any], _Component, list[Candidate]]] = []
+    for f in manifest["files"]:
         base = f.pop("base", None)
-        comp = by_prefix.get(str(f.get("component", "")))
+        comp = pre.components.get(str(f.get("component", "")))
         if comp is None or f["class"] not in ("modified", *_NOISE_CLASSES):
             continue
         report.files += 1
@@ -84,37 +133,32 @@ def add_evidence(
             f["evidence"] = evidence.without_diff(named, reason)
             report.without += 1
             continue
-        assert base is not None and named is not None
-        states = _states(comp, base, named)
-        wanted.update({s["sha256"]: loc for s, loc in states})
-        jobs.append((f, comp, [Candidate(s, [], preferred=s is named) for s, _ in states]))
+        assert named is not None
+        states = pre.states.get(f["path"], [])
+        # the release's own state is the one without a commit: it wins ties
+        jobs.append((f, comp, [Candidate(st, [], preferred="commit" not in st) for st, _ in states]))
     mark = time.perf_counter()
-    report.phases["plan"] = mark - started
-    blobs = store.blobs(wanted) if wanted else {}
-    report.phases["read"] = time.perf_counter() - mark
-    mark = time.perf_counter()
-    index = _diff_all(store, jobs, content, blobs)
+    index = _diff_all(pre.store, jobs, content, pre.blobs)
     for f, _comp, candidates in jobs:
-        usable = [c for c in candidates if c.base["sha256"] in blobs]
+        usable = [c for c in candidates if c.base["sha256"] in pre.blobs]
         if not usable:
-            f["evidence"] = evidence.without_diff(
-                candidates[0].base, "the upstream content could not be read"
-            )
+            reason = "the upstream content could not be read"
+            f["evidence"] = evidence.without_diff(candidates[0].base if candidates else None, reason)
             report.without += 1
             continue
         chosen = evidence.choose(usable, index)
-        old = blobs[chosen.base["sha256"]]
+        old = pre.blobs[chosen.base["sha256"]]
         patch = evidence.patch_text(old, content[f["sha256"]], chosen.base["path"])
         f["evidence"] = evidence.evidence_of(chosen, index, patch)
         report.diffed += 1
         report.candidates += len(usable)
     report.phases["diff"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    report.similar = _add_similar(svc, store, manifest, content)
+    report.similar = _add_similar(pre, manifest, content)
     report.phases["similar"] = time.perf_counter() - mark
     evidence.settle(manifest)
     report.seconds = time.perf_counter() - started
-    report.store = {"gets": store.stats.gets, "bytes_read": store.stats.bytes_read}
+    report.store = {"gets": pre.store.stats.gets, "bytes_read": pre.store.stats.bytes_read}
     return report
 
 
@@ -193,43 +237,56 @@ def _states(
     return out
 
 
-def _add_similar(
-    svc: Services, store: ContentStore, manifest: Mapping[str, Any], content: Mapping[str, bytes]
-) -> int:
-    """``similar`` on each added text file close to a file of its component's release at another path
-    (a copy the vendor edited): the upstream file, and the share of the added file's lines it holds."""
-    added: dict[str, list[dict[str, Any]]] = {}
-    for f in manifest["files"]:
-        if f["class"] == "added" and f["kind"] == "text" and f["sha256"] in content and not f.get("triage"):
-            added.setdefault(str(f.get("component", "")), []).append(f)
-    found = 0
+def _similar_releases(svc: Services, store: ContentStore, manifest: Mapping[str, Any]) -> dict[str, _Similar]:
+    """The sketch index of each identified component's release that has added text files."""
+    prefixes = {
+        str(f.get("component", ""))
+        for f in manifest["files"]
+        if f["class"] == "added" and f["kind"] == "text"
+    }
+    out: dict[str, _Similar] = {}
     for c in manifest.get("components") or []:
-        files = added.get(c["prefix"]) if c.get("identified") else None
-        encoded = store.sketches(c["package"], c["version"]) if files else {}
+        if not c.get("identified") or c["prefix"] not in prefixes:
+            continue
+        encoded = store.sketches(c["package"], c["version"])
         release = svc.releases.load(c["package"], c["version"]) if encoded else None
-        if not files or release is None:
+        if release is None:
             continue
         index = similarity.SketchIndex.build({sha: similarity.decode(v) for sha, v in encoded.items()})
-        where = store.release_index(c["package"], c["version"]) or {}
         path_of: dict[str, str] = {}
         for path, sha in release_paths(release).items():
             path_of.setdefault(sha, path)
-        picks = [(f, index.candidates(similarity.sketch(content[f["sha256"]]))) for f in files]
-        blobs = store.blobs({sha: where[sha] for _, shas in picks for sha in shas if sha in where})
-        for f, shas in picks:
-            measured = [
-                (similarity.containment(content[f["sha256"]], blobs[s]), s) for s in shas if s in blobs
-            ]
-            share, sha = max(measured, default=(0.0, ""))
-            if share >= similarity.THRESHOLD and sha in path_of:
-                f["similar"] = {
-                    "package": c["package"],
-                    "version": c["version"],
-                    "path": path_of[sha],
-                    "sha256": sha,
-                    "similarity": round(100 * share),
-                }
-                found += 1
+        where = store.release_index(c["package"], c["version"]) or {}
+        out[c["prefix"]] = _Similar(c["package"], c["version"], index, where, path_of)
+    return out
+
+
+def _add_similar(pre: Prefetched, manifest: Mapping[str, Any], content: Mapping[str, bytes]) -> int:
+    """``similar`` on each added text file close to a file of its component's release at another path
+    (a copy the vendor edited): the upstream file, and the share of the added file's lines it holds."""
+    picks: list[tuple[dict[str, Any], _Similar, list[str]]] = []
+    for f in manifest["files"]:
+        rel = pre.similar.get(str(f.get("component", "")))
+        if rel is None or f["class"] != "added" or f["sha256"] not in content or f.get("triage"):
+            continue
+        shas = rel.index.candidates(similarity.sketch(content[f["sha256"]]))
+        if shas:
+            picks.append((f, rel, shas))
+    wanted = {sha: rel.where[sha] for _, rel, shas in picks for sha in shas if sha in rel.where}
+    blobs = pre.store.blobs(wanted) if wanted else {}
+    found = 0
+    for f, rel, shas in picks:
+        measured = [(similarity.containment(content[f["sha256"]], blobs[s]), s) for s in shas if s in blobs]
+        share, sha = max(measured, default=(0.0, ""))
+        if share >= similarity.THRESHOLD and sha in rel.path_of:
+            f["similar"] = {
+                "package": rel.package,
+                "version": rel.version,
+                "path": rel.path_of[sha],
+                "sha256": sha,
+                "similarity": round(100 * share),
+            }
+            found += 1
     return found
 
 

@@ -19,7 +19,7 @@ from dropscan.audit import decisions, delta, licenses, triage
 from dropscan.audit.manifest import to_json
 from dropscan.forked import Done, Forked, usable_cpus
 from dropscan.keys import manifest_key, report_keys
-from dropscan.stages.evidence import add_evidence
+from dropscan.stages.evidence import Prefetched, add_evidence, prefetch
 from dropscan.store.scans import now
 from dropscan.store.services import Services
 from dropscan.store.work import AWS_ERRORS
@@ -70,6 +70,7 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
     """
     with tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".drop") as spool:
         extracted = Extracted()
+        upstream: Prefetched | Exception | None = None
         limits = svc.settings.triage_limits()
         read = triage.read_plan(manifest, limits)  # what one invocation reads, and how much of each file
         wanted, caps = read.wanted, read.caps
@@ -77,7 +78,9 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
             streamed = _stream_again(svc, manifest, wanted, caps) if workers > 1 else None
             reread = streamed or _read_again(svc, manifest, spool, wanted, caps, beside=workers > 1)
             with reread as reading:
-                # the licence index loads while the drop is read again
+                # the licence index loads, and the upstream side of the evidence is read, while the drop
+                # is read again
+                upstream = _prefetch_evidence(svc, manifest)
                 detector = licenses.detector(svc.settings.triage_detector)
                 got = reading.result()
             if isinstance(got, SourceFailed):
@@ -104,7 +107,7 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
                 detector=svc.settings.triage_detector, error=f"{type(e).__name__}: {e}"[:300]
             )
     triage.apply(manifest, found)
-    _evidence_into(svc, manifest, extracted)
+    _evidence_into(svc, manifest, extracted, upstream)
     decisions.reopen(manifest)  # a decision that did not see what the file now carries
     decisions.settle(manifest)
     for f in manifest["files"]:
@@ -112,11 +115,26 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
             f["sha1"] = extracted.sha1[f["sha256"]]
 
 
-def _evidence_into(svc: Services, manifest: dict[str, Any], extracted: Extracted) -> None:
+def _prefetch_evidence(svc: Services, manifest: dict[str, Any]) -> Prefetched | Exception:
+    """The evidence's upstream side (stages.evidence.prefetch), or what broke it (recorded later)."""
+    try:
+        return prefetch(svc, manifest)
+    except AWS_ERRORS:
+        raise
+    except Exception as e:  # errors are data: the evidence step says so, the files stay in review
+        logger.exception("evidence prefetch failed", extra={"scan_id": manifest["scan_id"]})
+        return e
+
+
+def _evidence_into(
+    svc: Services, manifest: dict[str, Any], extracted: Extracted, upstream: Prefetched | Exception | None
+) -> None:
     """Each modified file's diff against its upstream base and the origin of each hunk; a failure is
     recorded in ``stats.evidence`` and leaves the files in review (S3 errors are retried)."""
     try:
-        report = add_evidence(svc, manifest, extracted.content, extracted.truncated).to_json()
+        if isinstance(upstream, Exception):
+            raise upstream
+        report = add_evidence(svc, manifest, extracted.content, extracted.truncated, upstream).to_json()
     except AWS_ERRORS:
         raise
     except Exception as e:  # errors are data: the files stay in review, unexplained

@@ -41,7 +41,7 @@ SHARDS = 64
 #: upstream files bigger than this are not stored (no diff is shown for them)
 MAX_STORED = 4 * 1024 * 1024
 #: neighbouring blobs closer than this in a pack are read in one ranged GET
-COALESCE_GAP = 64 * 1024
+COALESCE_GAP = 1024 * 1024
 #: a pack object is closed past this size and the next one begun
 SEGMENT_BYTES = 8 * 1024 * 1024
 CONTENT_PREFIX = "content/"
