@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from dropscan import heap
 from dropscan.audit import decisions, delta
 from dropscan.keys import file_index_key, product_key
 from dropscan.models import Scan
@@ -24,10 +25,12 @@ def remember(svc: Services, scan: Scan, manifest: dict[str, Any]) -> None:
     product = delta.product_of(scan.key, scan.metadata)
     key = product_key(supplier, product)
     svc.scans.set_product(scan.scan_id, key, product)
-    index = delta.index_of(files, manifest["components"])
-    svc.work.put_json(file_index_key(supplier, scan.scan_id), delta.index_to_json(index))
+    with heap.building():  # two file indexes of an entry per file, beside the manifest's own
+        index = delta.index_of(files, manifest["components"])
+        svc.work.put_json(file_index_key(supplier, scan.scan_id), delta.index_to_json(index))
+        changes = _delta(svc, scan, key, index)
     manifest["product"] = product
-    manifest["delta"] = _delta(svc, scan, key, index)
+    manifest["delta"] = changes
     store = svc.decisions()
     found = store.for_contents(decisions.review_digests(files), supplier)
     decisions.attach(files, decisions.choose(found, supplier))
