@@ -142,21 +142,20 @@ class BatchTable:
         meanwhile: Callable[[], None],
     ) -> list[RawItem]:
         """Every page read beside ``meanwhile``: by a thread pool (on AWS the calls wait on the network
-        while ``meanwhile`` runs), or, with ``forked_reads``, by a child forked now (moto answers in
-        this process, under its GIL), which reads the table as it was at the fork."""
-        if not pages:
-            meanwhile()
-            return []
-        if self.forked_reads and usable_cpus() > 1:
-            with Forked(_get_pages, get, pages, self.stats) as child:
+        while ``meanwhile`` runs), or, with ``forked_reads``, half of them by a child forked first (moto
+        answers in this process, under its GIL) and the other half here once ``meanwhile`` is done."""
+        if self.forked_reads and len(pages) > 1 and usable_cpus() > 1:
+            theirs, mine = pages[: len(pages) // 2], pages[len(pages) // 2 :]
+            with Forked(_get_pages, get, theirs, self.stats) as child:
                 meanwhile()
+                found = [item for page in mine for item in get(page)]
                 items, counts = child.result()
             self.stats.add(**counts)
-            return items
+            return found + items
         with ThreadPoolExecutor(max(1, self.concurrency)) as pool:
-            found = [pool.submit(get, page) for page in pages]
+            pending = [pool.submit(get, page) for page in pages]
             meanwhile()
-            return [item for f in found for item in f.result()]
+            return [item for f in pending for item in f.result()]
 
     def _get_page(self, keys: Sequence[RawItem], projection: Mapping[str, Any]) -> list[RawItem]:
         found: list[RawItem] = []
