@@ -10,9 +10,13 @@ DEMO_SDISTS := docutils==0.19 docutils==0.20.1 docutils==0.21.2 requests==2.31.0
 SAM_VENV := .cache/sam
 SAM := $(SAM_VENV)/bin/sam
 BUILD_DIR := .aws-sam/build
+# The AWS CLI (v1, from PyPI) in a virtual environment of its own: awscli pins its botocore, which the
+# project's boto3 must not follow. tests/e2e/test_decisions_up.py runs it from there.
+AWSCLI_VENV := .cache/awscli
+AWSCLI := $(AWSCLI_VENV)/bin/aws
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install demo test lint format cases browser bench bench-scale bench-db bench-git bench-linux fuzz clean package package-bench image image-test
+.PHONY: install awscli demo test lint format cases browser bench bench-scale bench-db bench-git bench-linux fuzz clean package package-bench image image-test
 
 install: $(STAMP)
 
@@ -40,8 +44,15 @@ lint: install $(SAM)
 
 # The packaging test (tests/package) runs on the artefacts `make package` builds: about 25 s to build,
 # 20 s to test, so it is part of every test run.
-test: lint package
-	DROPSCAN_CASES_DIR=$(CASES_DIR) DROPSCAN_CASES_SRC=$(CASES_SRC) DROPSCAN_REQUIRE_PACKAGE=1 $(BIN)/pytest -q
+test: lint package $(AWSCLI)
+	DROPSCAN_CASES_DIR=$(CASES_DIR) DROPSCAN_CASES_SRC=$(CASES_SRC) DROPSCAN_REQUIRE_PACKAGE=1 \
+	  DROPSCAN_AWSCLI=$(CURDIR)/$(AWSCLI) DROPSCAN_REQUIRE_AWSCLI=1 $(BIN)/pytest -q
+
+awscli: $(AWSCLI)
+
+$(AWSCLI):
+	$(PY) -m venv $(AWSCLI_VENV)
+	$(AWSCLI_VENV)/bin/pip install -q --disable-pip-version-check 'awscli>=1.36'
 
 $(SAM):
 	$(PY) -m venv $(SAM_VENV)

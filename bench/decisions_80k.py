@@ -5,27 +5,36 @@ drop's file index in place. Runs on the embedded stack (moto, in this process); 
 
 The floor is ``to_json`` of the manifest, timed in the same runs: triage writes it once anyway.
 
-    PYTHONPATH=shared python bench/decisions_80k.py [--files 80715] [--review 3022] [--runs 5]
+``index_round_trip_*``: the file index built, gzipped, parsed and compared in this process before the
+embedded stack starts, i.e. with the collector as a deployed function has it (the embedded stack freezes
+its survivors), once as it runs and once with collection paused as ``remember`` now does.
+
+    cd bench && PYTHONPATH=../shared ../.venv/bin/python decisions_80k.py [--files 80715] [--review 3022] \
+        [--runs 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import gzip
 import hashlib
 import json
 import os
 import time
 from typing import Any
 
+from dropscan import heap
 from dropscan.audit import decisions, delta
 from dropscan.audit.manifest import build_manifest, to_json
-from dropscan.bench import paired, timed
 from dropscan.keys import file_index_key, product_key
 from dropscan.local.embedded import embedded
 from dropscan.models import Decision, content_subject
 from dropscan.stages.remember import remember
 from dropscan.store.services import current_services
+from dropscan.store.work import gz_json
+
+from hash_bench import paired, timed
 
 PREFIX = "linux-6.1.176-acme/"
 
@@ -49,12 +58,31 @@ def manifest(files: list[dict[str, Any]], scan_id: str) -> dict[str, Any]:
     )  # fmt: skip
 
 
+def index_round_trip(files: list[dict[str, Any]], runs: int) -> tuple[float, float, float]:
+    """(collector running, collector paused, ratio): a file index built, written, read and compared
+    in a process that holds a kernel-size manifest, as finalize's does."""
+    m = manifest(files, "s-cur")
+
+    def trip() -> None:
+        index = delta.index_of(m["files"], m["components"])
+        stored = json.loads(gzip.decompress(gz_json(delta.index_to_json(index))))
+        delta.compare(delta.index_from_json(stored), index, {})
+
+    def paused() -> None:
+        with heap.building():
+            trip()
+
+    on, off, ratio = paired(trip, paused, runs)
+    return on, off, ratio
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=80_715)
     ap.add_argument("--review", type=int, default=3_022)
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
+    gc_on, gc_paused, _ = index_round_trip(synthetic(a.files, a.review), a.runs)
     with embedded():
         svc = current_services()
         key = product_key("acme", "linux-acme")
@@ -91,7 +119,7 @@ def main() -> None:
         if os.environ.get("BENCH_PROFILE"):
             import cProfile
 
-            cProfile.runctx("step()", globals(), locals(), "/tmp/wt25-rem.out")
+            cProfile.runctx("step()", globals(), locals(), os.environ["BENCH_PROFILE"])
         assert last["summary"]["cleared"] == a.review - 50 and last["summary"]["delta"]["changed"] == 50
         store = svc.decisions()
         digests = decisions.review_digests(base["files"])
@@ -112,6 +140,7 @@ def main() -> None:
     out |= {"finalize_remember_s": ours, "floor_to_json_s": floor, "ratio": ratio}
     out |= {"decisions_lookup_s": lookup, "batch_get_calls": last["stats"]["decisions"]["batch_get_calls"]}
     out |= {"delta_index_and_compare_s": pure_delta, "triage_reopen_and_settle_s": after_triage}
+    out |= {"index_round_trip_s": gc_on, "index_round_trip_gc_paused_s": gc_paused}
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}, indent=1))
 
 

@@ -1,6 +1,10 @@
 """The decisions flow through `dropscan up` and the AWS CLI: drops uploaded with `aws s3 cp` (the
 product in their metadata), manifests fetched with it, decisions recorded with `dropscan decide
---endpoint-url` and read back with `aws dynamodb query`."""
+--endpoint-url` and read back with `aws dynamodb query`.
+
+The AWS CLI is not a dev dependency (awscli pins its botocore): `make awscli` installs it into
+.cache/awscli, `make test` passes it as ``DROPSCAN_AWSCLI``; otherwise ``aws`` on PATH is used. The test
+skips without one, and fails instead where it is required (``DROPSCAN_REQUIRE_AWSCLI=1``, as in CI)."""
 
 from __future__ import annotations
 
@@ -22,13 +26,27 @@ from dropscan.cli import main
 from helpers.builders import make_tar
 from helpers.product_drops import UPSTREAM, first_drop, review_set, second_drop
 
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def aws_cli() -> str | None:
+    """The AWS CLI: ``DROPSCAN_AWSCLI``, the one `make awscli` installs, or ``aws`` on PATH."""
+    for candidate in (os.environ.get("DROPSCAN_AWSCLI"), str(ROOT / ".cache/awscli/bin/aws")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("aws")
+
+
+AWS = aws_cli()
 
 
 @pytest.fixture
 def up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
-    if shutil.which("aws") is None:
-        pytest.skip("the AWS CLI is not installed")
+    if AWS is None:
+        if os.environ.get("DROPSCAN_REQUIRE_AWSCLI") == "1":
+            pytest.fail("DROPSCAN_REQUIRE_AWSCLI=1 but the AWS CLI is not installed (make awscli)")
+        pytest.skip("the AWS CLI is not installed (make awscli)")
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
     port, eml = free_port(), tmp_path / "eml"
@@ -53,7 +71,7 @@ def free_port() -> int:
 
 
 def aws(url: str, *args: str) -> str:
-    done = subprocess.run(["aws", "--endpoint-url", url, *args], env={**os.environ, **ENV},
+    done = subprocess.run([str(AWS), "--endpoint-url", url, *args], env={**os.environ, **ENV},
                           check=True, capture_output=True, text=True)  # fmt: skip
     return str(done.stdout)
 

@@ -10,7 +10,7 @@ unidentified folder's by its name without version-like parts.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dropscan.keys import archive_stem
@@ -21,6 +21,8 @@ _VERSIONISH = re.compile(r"^v?\d[\w.+~]*$|^(?:rc|beta|alpha|pre)\d*$", re.IGNORE
 
 #: path in its component -> (sha256, path in the drop)
 Index = dict[str, tuple[str, str]]
+#: the same read back from its JSON, or as built: each entry (sha256, path in the drop)
+Stored = Mapping[str, Sequence[str]]
 
 
 def split_name(name: str) -> tuple[str, str | None]:
@@ -51,33 +53,46 @@ def index_of(files: Iterable[Mapping[str, Any]], components: Iterable[Mapping[st
         else split_name(str(c["prefix"]).rstrip("/"))[0]
         for c in components
     }
+    heads: dict[str, str] = {}  # component prefix -> its files' key prefix, worked out once
     out: Index = {}
     for f in files:
         if f.get("unreadable"):
             continue
         prefix = str(f.get("component", ""))
         path = str(f["path"])
+        head = heads.get(prefix)
+        if head is None:
+            head = heads[prefix] = f"{names.get(prefix, prefix)}/"
         inner = path[len(prefix) :] if prefix and path.startswith(prefix) else path
-        out[f"{names.get(prefix, prefix)}/{inner}"] = (str(f["sha256"]), path)
+        out[head + inner] = (str(f["sha256"]), path)
     return out
 
 
 def index_to_json(index: Index) -> dict[str, Any]:
-    return {"format": INDEX_FORMAT, "files": {k: list(v) for k, v in index.items()}}
+    # json writes the (sha256, path) tuples as arrays: no copy of a kernel's 80,000 entries
+    return {"format": INDEX_FORMAT, "files": index}
 
 
-def index_from_json(data: Mapping[str, Any]) -> Index:
+def index_from_json(data: Mapping[str, Any]) -> Stored:
+    """A stored file index, as parsed: each entry the ``[sha256, path]`` list ``index_to_json`` wrote."""
     if data.get("format") != INDEX_FORMAT:
         raise ValueError(f"not a file index (format {data.get('format')!r}, want {INDEX_FORMAT})")
-    return {k: (str(v[0]), str(v[1])) for k, v in data["files"].items()}
+    files: Stored = data["files"]
+    return files
 
 
-def compare(previous: Index, current: Index, ref: Mapping[str, Any]) -> dict[str, Any]:
+def compare(previous: Stored, current: Stored, ref: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest's ``delta``: paths new in this drop, changed in content, and removed (the previous
     drop's paths), each sorted; ``ref`` names the previous scan."""
-    new = sorted(path for k, (_, path) in current.items() if k not in previous)
-    changed = sorted(path for k, (sha, path) in current.items() if k in previous and previous[k][0] != sha)
-    removed = sorted(path for k, (_, path) in previous.items() if k not in current)
+    now, before = current.keys(), previous.keys()
+    new = sorted(current[k][1] for k in now - before)
+    removed = sorted(previous[k][1] for k in before - now)
+    changed = []
+    for k, (sha, path) in current.items():
+        was = previous.get(k)
+        if was is not None and was[0] != sha:
+            changed.append(path)
+    changed.sort()
     return {"previous": dict(ref), "new": new, "changed": changed, "removed": removed}
 
 

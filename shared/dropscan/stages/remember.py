@@ -3,7 +3,8 @@ the auditors' decisions that already cover files of its review set.
 
 Called by finalize on a complete scan, after the files are classed: one update of the scan item, one
 query of the product-scans index, one read of the previous drop's file index and one write of this
-drop's, and one BatchGetItem per 50 distinct contents of the review set.
+drop's, and one BatchGetItem per 50 distinct contents of the review set; the file indexes are
+handled while the decisions are read.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from dropscan import heap
 from dropscan.audit import decisions, delta
 from dropscan.keys import file_index_key, product_key
 from dropscan.models import Scan
@@ -24,12 +26,19 @@ def remember(svc: Services, scan: Scan, manifest: dict[str, Any]) -> None:
     product = delta.product_of(scan.key, scan.metadata)
     key = product_key(supplier, product)
     svc.scans.set_product(scan.scan_id, key, product)
-    index = delta.index_of(files, manifest["components"])
-    svc.work.put_json(file_index_key(supplier, scan.scan_id), delta.index_to_json(index))
-    manifest["product"] = product
-    manifest["delta"] = _delta(svc, scan, key, index)
+    changes: list[dict[str, Any] | None] = []
+
+    def file_indexes() -> None:
+        with heap.building():  # two file indexes of an entry per file, beside the manifest's own
+            index = delta.index_of(files, manifest["components"])
+            svc.work.put_json(file_index_key(supplier, scan.scan_id), delta.index_to_json(index))
+            changes.append(_delta(svc, scan, key, index))
+
     store = svc.decisions()
-    found = store.for_contents(decisions.review_digests(files), supplier)
+    # the file indexes are written, read and compared while the decisions are read
+    found = store.for_contents(decisions.review_digests(files), supplier, meanwhile=file_indexes)
+    manifest["product"] = product
+    manifest["delta"] = changes[0]
     decisions.attach(files, decisions.choose(found, supplier))
     decisions.settle(manifest)
     manifest["summary"]["delta"] = delta.counts(manifest["delta"])

@@ -97,14 +97,22 @@ class BatchTable:
         self.forked_reads = forked_reads
 
     def get_many(
-        self, keys: Sequence[RawItem], *, projection: Mapping[str, Any] | None = None
+        self,
+        keys: Sequence[RawItem],
+        *,
+        projection: Mapping[str, Any] | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> list[RawItem]:
         """Every existing item among ``keys`` (each a raw key map); order not kept.
 
         ``projection``: ProjectionExpression (and ExpressionAttributeNames) of what to read of each.
+        ``meanwhile``: the caller's own work, run here while the calls are in flight (see
+        :meth:`_get_meanwhile`); it returns once both are done, and raises what either raised.
         """
         pages = list(_chunks(keys, BATCH_GET_LIMIT))
         get = functools.partial(self._get_page, projection=projection or {})
+        if meanwhile is not None:
+            return self._get_meanwhile(pages, get, meanwhile)
         if len(pages) > 1 and self.forked_reads and usable_cpus() > 1:
             return self._get_forked(pages, get)
         if len(pages) <= 1 or self.concurrency <= 1:
@@ -126,6 +134,28 @@ class BatchTable:
             items, counts = child.result()
         self.stats.add(**counts)
         return found + items
+
+    def _get_meanwhile(
+        self,
+        pages: list[Sequence[RawItem]],
+        get: Callable[[Sequence[RawItem]], list[RawItem]],
+        meanwhile: Callable[[], None],
+    ) -> list[RawItem]:
+        """Every page read beside ``meanwhile``: by a thread pool (on AWS the calls wait on the network
+        while ``meanwhile`` runs), or, with ``forked_reads``, half of them by a child forked first (moto
+        answers in this process, under its GIL) and the other half here once ``meanwhile`` is done."""
+        if self.forked_reads and len(pages) > 1 and usable_cpus() > 1:
+            theirs, mine = pages[: len(pages) // 2], pages[len(pages) // 2 :]
+            with Forked(_get_pages, get, theirs, self.stats) as child:
+                meanwhile()
+                found = [item for page in mine for item in get(page)]
+                items, counts = child.result()
+            self.stats.add(**counts)
+            return found + items
+        with ThreadPoolExecutor(max(1, self.concurrency)) as pool:
+            pending = [pool.submit(get, page) for page in pages]
+            meanwhile()
+            return [item for f in pending for item in f.result()]
 
     def _get_page(self, keys: Sequence[RawItem], projection: Mapping[str, Any]) -> list[RawItem]:
         found: list[RawItem] = []

@@ -9,7 +9,7 @@ key. Writes come from auditors (the CLI, with ComplianceRole), never from the fu
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dropscan.models import Decision, content_subject, scope_key
@@ -65,12 +65,19 @@ class DecisionStore:
     def stats(self) -> CallStats:
         return self.batch.stats
 
-    def for_contents(self, digests: Iterable[str], supplier: str) -> list[Decision]:
+    def for_contents(
+        self, digests: Iterable[str], supplier: str, *, meanwhile: Callable[[], None] | None = None
+    ) -> list[Decision]:
         """The decisions that may apply to files of ``supplier`` with these SHA-256s: global ones and
-        the supplier's own (``audit.decisions.choose`` picks between them)."""
+        the supplier's own (``audit.decisions.choose`` picks between them). ``meanwhile``: the
+        caller's work to run while they are read (``BatchTable.get_many``)."""
         scopes = ("global", scope_key("supplier", supplier))
         keys = [_key(content_subject(d), s) for d in sorted(set(digests)) for s in scopes]
-        return [from_item(i) for i in self.batch.get_many(keys, projection=ONLY_D)] if keys else []
+        if not keys:
+            if meanwhile is not None:
+                meanwhile()
+            return []
+        return [from_item(i) for i in self.batch.get_many(keys, projection=ONLY_D, meanwhile=meanwhile)]
 
     def existing(self, decisions: Sequence[Decision]) -> dict[tuple[str, str], Decision]:
         """The stored decisions under the keys of ``decisions``, by (subject, scope key)."""
