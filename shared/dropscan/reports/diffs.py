@@ -47,7 +47,8 @@ details.diff[open] > summary { border-bottom: 1px solid var(--rule); }
 .stat { font-family: "DejaVu Sans Mono", Menlo, monospace; font-size: 12.5px; }
 .stat .a { color: #1b5e20; } .stat .r { color: #b71c1c; }
 .code { font: 12.5px/1.4 "DejaVu Sans Mono", Menlo, Consolas, monospace; overflow-x: auto; margin: 0; }
-.code > span { display: block; white-space: pre; padding-left: 4px; border-left: 5px solid transparent; }
+.code > span, .code > a { display: block; white-space: pre; padding-left: 4px;
+                          border-left: 5px solid transparent; }
 .code .lno { display: inline-block; width: 5ch; color: #9e9e9e; text-align: right; margin-right: 1ch;
            user-select: none; }
 .code .hh { background: #eef3fb; color: #455a64; }

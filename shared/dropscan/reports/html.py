@@ -138,7 +138,7 @@ def render(manifest: Mapping[str, Any], *, expand: bool = False) -> str:
         _method(manifest),
         _flags_section(manifest),
         *(_component(manifest, v, budget, expand) for v in views),
-        _commits(manifest),
+        *([cited] if (cited := _commits(manifest)) else []),
         _unreadable(views),
         _footer(manifest),
         "</main></body></html>",
@@ -430,17 +430,21 @@ def _baseline(c: Mapping[str, Any]) -> str:
     return f'<p class="baseline">Baseline: <b>{" + ".join(parts)}</b>{cited}.</p>'
 
 
-def _backports(v: ComponentView, budget: diffs.Budget, expand: bool) -> str:
-    if not v.backports:
-        return ""
-    return "\n".join(
-        [
+def _changes(v: ComponentView, budget: diffs.Budget, expand: bool) -> list[str]:
+    """The diffs of the review set's modified files, then the backports (nothing without evidence)."""
+    out = []
+    changed = [f for f in v.review if f["class"] == "modified" and view.evidence(f) is not None]
+    if changed:
+        out.append(f"<h3>Changes against upstream ({len(changed):,} files)</h3>")
+        out.append(_diff_list(changed, budget, expand))
+    if v.backports:
+        out += [
             f"<h3>Backported upstream fixes ({len(v.backports):,})</h3>",
             "<p>Modified files whose every change upstream published itself, in the commits cited: upstream "
             "code under the trust-upstream method, listed for the record and not part of the review set.</p>",
             _diff_list(v.backports, budget, expand),
         ]
-    )
+    return out
 
 
 def _commits(m: Mapping[str, Any]) -> str:
@@ -490,7 +494,7 @@ def _component(m: Mapping[str, Any], v: ComponentView, budget: diffs.Budget, exp
     out = [
         f'<section class="component"><h2>{e(heading)}</h2>',
         f"<p>{' · '.join(facts)} · {int(c.get('files') or 0):,} files</p>",
-        _baseline(c),
+        *([line] if (line := _baseline(c)) else []),
         _bar(v.classes),
     ]
     if not c.get("identified"):
@@ -514,13 +518,9 @@ def _component(m: Mapping[str, Any], v: ComponentView, budget: diffs.Budget, exp
         # flagged files first: they are what the reader acts on
         ordered = sorted(v.review, key=lambda f: (f["path"] not in flagged, f["path"]))
         out.append(_review_table(ordered, flagged, triaged, limit))
-        changed = [f for f in v.review if f["class"] == "modified" and view.evidence(f) is not None]
-        if changed:
-            out.append(f"<h3>Changes against upstream ({len(changed):,} files)</h3>")
-            out.append(_diff_list(changed, budget, expand))
     else:
         out.append("<p>Nothing to review in this component.</p>")
-    out.append(_backports(v, budget, expand))
+    out += _changes(v, budget, expand)
     missing = c.get("missing") or []
     if missing:
         out.append(

@@ -26,8 +26,9 @@ def drop_name(manifest: Mapping[str, Any]) -> str:
 def subject(manifest: Mapping[str, Any]) -> str:
     """``dropscan: <supplier>/<drop> — <verdict>: <review> of <files> files (<pct>%) need review``.
 
-    Over SNS's limit, the drop name is shortened in the middle first: the verdict and the counts
-    are what a reader of an inbox needs to see.
+    With backports, ``, 16 backported`` follows the counts. Over SNS's limit, the drop name is shortened
+    in the middle first (to 12 characters at least), then the backports are left to the body: the verdict
+    and the review counts are what a reader of an inbox needs to see.
     """
     s = manifest["summary"]
     backported = f", {s['backported']:,} backported" if s.get("backported") else ""
@@ -42,6 +43,8 @@ def subject(manifest: Mapping[str, Any]) -> str:
     head = f"dropscan: {manifest['supplier']}/"
     name = drop_name(manifest)
     room = SUBJECT_LIMIT - len(head) - len(tail)
+    if backported and room < 12:  # the verdict and the review counts come first, then the backports
+        tail, room = tail.removesuffix(backported), room + len(backported)
     if len(name) > room >= 12:
         keep = room - 1
         name = name[: keep - keep // 2] + "…" + name[len(name) - keep // 2 :]
