@@ -175,8 +175,8 @@ def details_of(page: str, path: str) -> str:
 def marked(block: str) -> list[tuple[str, str]]:
     """(kind and origin classes, code text) of each changed line of a rendered diff."""
     rows = re.findall(
-        r'<span class="((?:add|del)[a-z ]*)"><span class="lno">\d*</span><span class="lno">\d*</span>'
-        r"[+-](.*?)</span>(?=<span class=\"(?:add|del|ctx|hh|mark|note)|<a class|</div>)",
+        r'<span class="((?:add|del)[a-z ]*)"><i>\d*</i><i>\d*</i>'
+        r"[+-](.*?)</span>(?=<span>|<span class=\"(?:add|del|hh|mark|note)|<a class|</div>)",
         block,
     )
     return [(cls, html.unescape(re.sub(r"<[^>]+>", "", code))) for cls, code in rows]

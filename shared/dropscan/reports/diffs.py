@@ -30,9 +30,9 @@ from dropscan.reports import view
 #: the marks of changed lines by origin; the screenshot test looks for the vendor colour
 ORIGIN_COLOURS: dict[str, str] = {"vendor": "#d81b60", "upstream": "#1565c0", "noise": "#9e9e9e"}
 
-#: patch text highlighted per report; past it, diffs are shown plain (still marked): Pygments lexes
-#: about 1 MB/s of C, and the budget keeps a report of thousands of large diffs renderable in seconds
-HIGHLIGHT_BYTES = 8 << 20
+#: patch text highlighted per report; past it, diffs are shown plain (still marked): Pygments is nearly
+#: all the cost of a diff, and a kernel drop's 800 diffs highlighted took 7 s (docs/design.md, "Reports")
+HIGHLIGHT_BYTES = 1 << 20
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
@@ -49,7 +49,8 @@ details.diff[open] > summary { border-bottom: 1px solid var(--rule); }
 .code { font: 12.5px/1.4 "DejaVu Sans Mono", Menlo, Consolas, monospace; overflow-x: auto; margin: 0; }
 .code > span, .code > a { display: block; white-space: pre; padding-left: 4px;
                           border-left: 5px solid transparent; }
-.code .lno { display: inline-block; width: 5ch; color: #9e9e9e; text-align: right; margin-right: 1ch;
+.code i { display: inline-block; width: 5ch; color: #9e9e9e; text-align: right; margin-right: 1ch;
+          font-style: normal;
            user-select: none; }
 .code .hh { background: #eef3fb; color: #455a64; }
 .code .add { background: #e9f7ec; }
@@ -152,20 +153,36 @@ def _css_class(ttype: _TokenType) -> str:
 
 def highlight(lexer: Lexer, texts: Sequence[str]) -> list[str]:
     """``texts`` (lines) as HTML, one string per line, lexed as one text so that comments and strings
-    spanning lines are coloured right. Escaped plain text if the lexer does not keep the lines."""
+    spanning lines are coloured right. Escaped plain text if the lexer does not keep the lines.
+
+    A span only for a token the style colours, one for a run of tokens of the same colour: a kernel
+    drop's 800 diffs are otherwise 24 MB of HTML, mostly spans around names and blanks."""
+    styled = _styled()
     source = "\n".join(texts) + "\n"
     lines: list[str] = []
     parts: list[str] = []
+    run_cls, run = "", list[str]()  # the current run of one class on the current line
+
+    def close() -> None:
+        if run:
+            text = html.escape("".join(run), quote=False)
+            parts.append(f'<span class="{run_cls}">{text}</span>' if run_cls else text)
+            run.clear()
+
     for ttype, value in lexer.get_tokens(source):
         cls = _css_class(ttype)
-        pieces = value.split("\n")
-        for i, piece in enumerate(pieces):
+        cls = cls if cls in styled else ""
+        for i, piece in enumerate(value.split("\n")):
             if i:
+                close()
                 lines.append("".join(parts))
                 parts = []
             if piece:
-                text = html.escape(piece, quote=False)
-                parts.append(f'<span class="{cls}">{text}</span>' if cls else text)
+                if cls != run_cls:
+                    close()
+                    run_cls = cls
+                run.append(piece)
+    close()
     if parts:
         lines.append("".join(parts))
     if len(lines) != len(texts):
@@ -192,25 +209,14 @@ class Budget:
 
 
 def _coloured(path: str, lines: Sequence[Line], highlighted: bool) -> list[str]:
-    """Each line's code as HTML: the old side (context, removed) and the new side (context, added) are
-    lexed apart, each a coherent text, then taken back in patch order."""
-    if not highlighted:
-        return [html.escape(_visible(ln.text), quote=False) if ln.sign in " +-" else "" for ln in lines]
-    lexer = lexer_for(path)
-    old = iter(highlight(lexer, [_visible(ln.text) for ln in lines if ln.sign in " -"]))
-    new = iter(highlight(lexer, [_visible(ln.text) for ln in lines if ln.sign in " +"]))
-    out = []
-    for ln in lines:
-        if ln.sign == "-":
-            out.append(next(old))
-        elif ln.sign == "+":
-            out.append(next(new))
-        elif ln.sign == " ":
-            next(old)
-            out.append(next(new))
-        else:
-            out.append("")
-    return out
+    """Each line's code as HTML. The patch's code lines are lexed as one text, in patch order: lexing the
+    old side and the new side apart would colour a line that opens a comment on one side only right,
+    but costs half as much again (context lines lexed twice), and Pygments is nearly all of the cost."""
+    code = [_visible(ln.text) for ln in lines if ln.sign in " +-"]
+    coloured = iter(
+        highlight(lexer_for(path), code) if highlighted else [html.escape(t, quote=False) for t in code]
+    )
+    return [next(coloured) if ln.sign in " +-" else "" for ln in lines]
 
 
 def commit_anchor(commit: str) -> str:
@@ -244,7 +250,7 @@ def _mark(h: Mapping[str, Any]) -> str:
 
 
 def _number(n: int | None) -> str:
-    return f'<span class="lno">{n}</span>' if n is not None else '<span class="lno"></span>'
+    return f"<i>{n}</i>" if n is not None else "<i></i>"
 
 
 def body(path: str, ev: Mapping[str, Any], budget: Budget) -> str:
@@ -265,7 +271,7 @@ def body(path: str, ev: Mapping[str, Any], budget: Budget) -> str:
         if ln.sign == "\\":
             out.append(f'<span class="note">{html.escape(ln.text, quote=False)}</span>')
             continue
-        kind = {"+": "add", "-": "del"}.get(ln.sign, "ctx")
+        kind = {"+": "add", "-": "del"}.get(ln.sign, "")
         origin = ""
         if ln.hunk is not None:
             h = hunks[ln.hunk]
@@ -274,9 +280,10 @@ def body(path: str, ev: Mapping[str, Any], budget: Budget) -> str:
             if ln.hunk != shown:
                 out.append(_mark(h))
                 shown = ln.hunk
-        cls = f"{kind} {origin}".rstrip()
+        cls = f"{kind} {origin}".strip()
         numbers = _number(ln.old) + _number(ln.new)
-        out.append(f'<span class="{cls}">{numbers}{html.escape(ln.sign)}{code}</span>')
+        opening = f'<span class="{cls}">' if cls else "<span>"
+        out.append(f"{opening}{numbers}{html.escape(ln.sign)}{code}</span>")
     if ev.get("patch_truncated"):
         out.append('<span class="note">… the diff was cut at 64 KiB when the manifest was written</span>')
     out.append("</div>")
@@ -314,6 +321,12 @@ def details(f: Mapping[str, Any], ev: Mapping[str, Any], budget: Budget, *, expa
 def style_css() -> str:
     """The report's CSS for diffs and Pygments' token classes (its default style), scoped to ``.code``."""
     return CSS + _token_css()
+
+
+@lru_cache(maxsize=1)
+def _styled() -> frozenset[str]:
+    """The token classes the style gives a colour or a weight."""
+    return frozenset(rule.split()[1][1:] for rule in _token_css().splitlines())
 
 
 @lru_cache(maxsize=1)
