@@ -405,7 +405,7 @@ VALIDATOR = JsonStrictValidator(SchemaVersion.V1_6)
 
 def small(m: Manifest) -> Manifest:
     """``m`` with the review files, backports and a few identical files: the validators are slow."""
-    keep = [f for f in m["files"] if f["class"] in ("modified", "added")]
+    keep = [f for f in m["files"] if f["class"] in ("modified", "added", "vcs-keywords")]
     return {**m, "files": keep + [f for f in m["files"] if f["class"] == "identical"][:20]}
 
 
@@ -483,6 +483,25 @@ def test_spdx_says_the_component_descends_from_upstream_and_its_files_were_modif
         wget.comment or ""
     )
     assert "libbb/xfuncs.c" in (modified[files[f"./{XFUNCS}"]].comment or "")
+
+
+def test_spdx_names_the_upstream_file_a_keyword_only_file_was_compared_with(ev_manifest: Manifest) -> None:
+    f = next(f for f in ev_manifest["files"] if f["class"] == "vcs-keywords")
+    upstream_path = f["path"].removeprefix(BUSYBOX)
+    f["evidence"] = {
+        "base": {"package": "busybox", "version": "1.35.0", "path": upstream_path, "sha256": "cd" * 32},
+        "lines_added": 1,
+        "lines_removed": 1,
+        "hunks": [{"old_start": 3, "old_lines": 1, "new_start": 3, "new_lines": 1, "origin": "noise"}],
+        "origin": "upstream",
+    }
+    doc = build_document(small(ev_manifest))
+    [element] = [x for x in doc.files if x.name == f"./{f['path']}"]
+    assert (
+        element.comment
+        == f"class vcs-keywords; upstream busybox 1.35.0; against busybox 1.35.0 {upstream_path}"
+    )
+    assert not view.is_backport(f)  # only a modified file is a backport
 
 
 def test_spdx_names_a_historical_base_as_its_own_package(ev_manifest: Manifest) -> None:

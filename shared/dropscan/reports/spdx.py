@@ -576,6 +576,8 @@ def _file_comment(f: Mapping[str, Any]) -> str:
         comment += f"; origin of its changes: {ev.get('origin')}, against {view.base_label(ev.get('base'))}"
         if ev.get("error"):
             comment += f" (no diff: {ev['error']})"
+    elif ev is not None and ev.get("base"):  # vcs-keywords, whitespace: which upstream file, briefly
+        comment += f"; against {view.base_label(ev['base'])}"
     similar = f.get("similar")
     if isinstance(similar, Mapping) and f["class"] == "added":
         comment += f"; {view.similar_label(similar)}"
