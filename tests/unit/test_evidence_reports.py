@@ -379,7 +379,7 @@ def test_text_gives_the_baseline_and_the_counts(ev_manifest: Manifest) -> None:
     text = body(ev_manifest, review_limit=1_000)
     assert "  1 backported upstream fix (changes upstream published: cited, not in the review set); " in text
     assert "2 vendor-changed files." in text
-    backports = text[text.index("Backported upstream fixes (1 files, not in the review set):") :]
+    backports = text[text.index("Backported upstream fixes (1 file, not in the review set):") :]
     assert backports.splitlines()[1] == f"  {WGET}  [{FIX_A[:12]} (1.36.0), {FIX_B[:12]}]"
     review = text[text.index("Review set") : text.index("Backported upstream fixes")]
     assert WGET not in review

@@ -300,7 +300,7 @@ def _backport_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
     if not backports:
         return []
     commits = view.cited_commits(manifest)
-    lines = [f"Backported upstream fixes ({len(backports):,} files, not in the review set):"]
+    lines = [f"Backported upstream fixes ({view.plural(len(backports), 'file')}, not in the review set):"]
     for f in sorted(backports, key=lambda f: str(f["path"]))[:limit]:
         cited = dict.fromkeys(
             str(h["commit"]) for h in (view.evidence(f) or {}).get("hunks") or [] if h.get("commit")
