@@ -50,7 +50,9 @@ def evidence(f: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def is_backport(f: Mapping[str, Any]) -> bool:
     """A modified file whose every change upstream published (or is noise): cited, not reviewed."""
     ev = evidence(f)
-    return f["class"] == "modified" and ev is not None and ev.get("origin") == "upstream"
+    return (
+        f["class"] == "modified" and ev is not None and ev.get("origin") == "upstream" and not ev.get("error")
+    )
 
 
 def in_review(f: Mapping[str, Any]) -> bool:
