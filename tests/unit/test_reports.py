@@ -7,10 +7,7 @@ import gzip
 import hashlib
 import html
 import json
-import os
 import re
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +29,8 @@ from dropscan.reports import html as html_report
 from dropscan.reports.spdx import Rendering, build_document
 from dropscan.reports.summary import body
 from dropscan.reports.view import components
+
+from helpers.browser import rgb, screenshot
 
 SAMPLE = Path(__file__).parents[1] / "data" / "busybox-acme.manifest.json.gz"
 BUSYBOX = "busybox-1.35.0-acme/"
@@ -201,30 +200,6 @@ def test_html_of_a_rejected_upload_renders_its_reason() -> None:
 
 
 # ------------------------------------------------------------------ HTML in a browser
-def screenshot(tmp_path: Path, page: str, name: str, height: int = 3200) -> Any:
-    from PIL import Image
-
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("DROPSCAN_REQUIRE_BROWSER") == "1":
-            pytest.fail("DROPSCAN_REQUIRE_BROWSER=1 but chromium is not installed (apt-get install chromium)")
-        pytest.skip("chromium is not installed (apt-get install chromium); the HTML is checked without it")
-    src, png = tmp_path / f"{name}.html", tmp_path / f"{name}.png"
-    src.write_text(page, encoding="utf-8")
-    # fmt: off
-    argv = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={tmp_path / 'chromium'}", f"--screenshot={png}", f"--window-size=1280,{height}",
-            src.as_uri()]
-    # fmt: on
-    subprocess.run(argv, check=True, capture_output=True, timeout=120)
-    return Image.open(png).convert("RGB")
-
-
-def rgb(colour: str) -> tuple[int, int, int]:
-    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
-
-
 def row_colours(im: Any, y: int) -> dict[tuple[int, int, int], int]:
     return {c: n for n, c in im.crop((0, y, im.width, y + 1)).getcolors(im.width)}
 

@@ -18,16 +18,26 @@ The tests check that the result equals the library's rendering of the whole mode
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from cyclonedx.model import HashAlgorithm, HashType, Property
+from cyclonedx.model import AttachedText, HashAlgorithm, HashType, IdentifiableAction, Property
 from cyclonedx.model.bom import Bom, BomMetaData
-from cyclonedx.model.component import Component, ComponentType
+from cyclonedx.model.component import (
+    Commit,
+    Component,
+    ComponentType,
+    Diff,
+    Patch,
+    PatchClassification,
+    Pedigree,
+)
 from cyclonedx.model.component_evidence import (
     AnalysisTechnique,
     ComponentEvidence,
@@ -57,12 +67,12 @@ def render(manifest: Mapping[str, Any]) -> str:
     by_ref = {_ref(v): v for v in views}
     for c in skeleton.get("components") or []:
         v = by_ref.get(c.get("bom-ref"))
-        if v is None or not v.review:
+        if v is None or not (v.review or v.backports):
             continue
         marker = f"{nonce}:{len(lists)}"
         c["components"] = [marker]
         flagged = _flags_by_path(v)
-        rows = sorted(v.review, key=lambda f: str(f["path"]))  # the library's order: by name
+        rows = sorted(listed(v), key=lambda f: str(f["path"]))  # the library's order: by name
         lists[json.dumps(marker)] = ",\n".join(
             _dumps(file_json(f, flagged.get(str(f["path"]), []))) for f in rows
         )
@@ -72,6 +82,11 @@ def render(manifest: Mapping[str, Any]) -> str:
     # one pass over the skeleton: each marker (a string no manifest can produce) becomes its file list
     pattern = re.compile("|".join(re.escape(m) for m in lists))
     return pattern.sub(lambda m: lists[m.group(0)], text)
+
+
+def listed(v: view.ComponentView) -> list[Mapping[str, Any]]:
+    """The component's file components: its review set and its backports (modified files too)."""
+    return [*v.review, *v.backports]
 
 
 def _dumps(value: Any) -> str:
@@ -117,7 +132,8 @@ def build_bom(
     )
     meta.tools.components.add(Component(type=ComponentType.APPLICATION, name="dropscan", version=__version__))
     views = view.components(manifest) if views is None else views
-    components = [_component(v, supplier, files=files) for v in views]
+    commits = view.cited_commits(manifest)
+    components = [_component(v, supplier, commits, files=files) for v in views]
     bom = Bom(
         # the same manifest gives the same serial number: a re-rendered SBOM is the same document
         serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"{NAMESPACE}/{manifest.get('supplier')}/{scan_id}"),
@@ -153,7 +169,13 @@ def _drop(manifest: Mapping[str, Any], supplier: OrganizationalEntity) -> Compon
     )
 
 
-def _component(v: view.ComponentView, supplier: OrganizationalEntity, *, files: bool = True) -> Component:
+def _component(
+    v: view.ComponentView,
+    supplier: OrganizationalEntity,
+    commits: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    files: bool = True,
+) -> Component:
     c = v.data
     purl = view.purl(c)
     evidence = None
@@ -187,6 +209,7 @@ def _component(v: view.ComponentView, supplier: OrganizationalEntity, *, files: 
         supplier=supplier,
         licenses=[declared] if declared else [],
         evidence=evidence,
+        pedigree=pedigree(v, commits or {}),
         properties=props(
             [
                 ("prefix", v.prefix or "(top level)"),
@@ -198,7 +221,92 @@ def _component(v: view.ComponentView, supplier: OrganizationalEntity, *, files: 
                 ("missing", len(c.get("missing") or [])),
             ]
         ),
-        components=[_file(f, flagged.get(str(f["path"]), [])) for f in v.review] if files else [],
+        components=[_file(f, flagged.get(str(f["path"]), [])) for f in listed(v)] if files else [],
+    )
+
+
+def _changed(v: view.ComponentView) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """The modified files of the component with a diff against upstream, and their evidence."""
+    out = []
+    for f in listed(v):
+        ev = view.evidence(f)
+        if f["class"] == "modified" and ev is not None and ev.get("patch"):
+            out.append((f, ev))
+    return out
+
+
+def _cited(hunks: Iterable[Mapping[str, Any]]) -> list[str]:
+    return list(
+        dict.fromkeys(str(h["commit"]) for h in hunks if h.get("origin") == "upstream" and h.get("commit"))
+    )
+
+
+def pedigree(v: view.ComponentView, commits: Mapping[str, Mapping[str, Any]]) -> Pedigree | None:
+    """What the component descends from: its upstream release (``ancestors``), the upstream commits its
+    backports carry (``commits``) and each changed file's diff (``patches``: ``backport`` when every
+    change is upstream's, else ``unofficial``). None on a manifest without evidence."""
+    c = v.data
+    b = view.baseline(c)
+    changed = _changed(v)
+    if b is None and not changed:
+        return None
+    ancestors = []
+    release = (b or {}).get("release") or c.get("version")
+    if c.get("identified") and c.get("package") and release:
+        ancestors.append(
+            Component(
+                type=ComponentType.LIBRARY,
+                name=str(c["package"]),
+                version=str(release),
+                purl=PackageURL(type="generic", name=str(c["package"]), version=str(release)),
+                bom_ref=f"upstream:{v.prefix or '/'}",
+                description="The upstream release this component's modified files were diffed against.",
+            )
+        )
+    cited = list(
+        dict.fromkeys(
+            [
+                *((b or {}).get("commits") or []),
+                *(x for _, ev in changed for x in _cited(ev.get("hunks") or [])),
+            ]
+        )
+    )
+    return Pedigree(
+        ancestors=ancestors,
+        commits=[_commit(sha, commits.get(sha) or {}) for sha in cited],
+        patches=[_patch(f, ev, commits) for f, ev in changed],
+    )
+
+
+def _commit(sha: str, info: Mapping[str, Any]) -> Commit:
+    when = None
+    with contextlib.suppress(KeyError, ValueError):
+        when = datetime.fromisoformat(str(info["date"]))
+    return Commit(
+        uid=sha,
+        message=str(info["subject"]) if info.get("subject") else None,
+        committer=IdentifiableAction(timestamp=when) if when else None,
+    )
+
+
+def _patch(f: Mapping[str, Any], ev: Mapping[str, Any], commits: Mapping[str, Mapping[str, Any]]) -> Patch:
+    """The file's diff; what the patch is (which upstream commits, against which base) heads its text,
+    before the ``---`` line, where git's own patches carry their message and patch tools read nothing."""
+    backport = ev.get("origin") == "upstream"
+    cited = _cited(ev.get("hunks") or [])
+    head = [
+        f"{'Backport of upstream changes' if backport else 'Vendor change'} to {f['path']} "
+        f"(evidence origin {ev.get('origin')}), against {view.base_label(ev.get('base'))}."
+    ]
+    for sha in cited:
+        info = commits.get(sha) or {}
+        release = f" ({info['release']})" if info.get("release") else ""
+        head.append(f"upstream commit {sha}{release}: {info.get('subject') or ''}".rstrip(": "))
+    if ev.get("patch_truncated"):
+        head.append("The diff was cut at 64 KiB when the manifest was written.")
+    return Patch(
+        type=PatchClassification.BACKPORT if backport else PatchClassification.UNOFFICIAL,
+        diff=Diff(text=AttachedText(content="\n".join(head) + "\n\n" + str(ev["patch"]))),
     )
 
 
@@ -208,6 +316,7 @@ def _file_properties(f: Mapping[str, Any], flags: list[Mapping[str, Any]]) -> li
         ("kind", f.get("kind")),
         ("unreadable", f.get("unreadable")),
     ]
+    pairs += _evidence_properties(f)
     pairs += [("license", view.finding_label(lic)) for lic in view.licence_findings(f)]
     pairs += [
         (
@@ -219,6 +328,20 @@ def _file_properties(f: Mapping[str, Any], flags: list[Mapping[str, Any]]) -> li
         for fl in flags
     ]
     return [(k, v) for k, v in pairs if v is not None and v != ""]
+
+
+def _evidence_properties(f: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    ev = view.evidence(f)
+    if ev is not None and f["class"] == "modified":
+        pairs: list[tuple[str, Any]] = [("origin", ev.get("origin")), ("evidence-error", ev.get("error"))]
+        if ev.get("base"):
+            pairs.append(("base", view.base_label(ev["base"])))
+        pairs.append(("lines", f"+{int(ev.get('lines_added') or 0)} -{int(ev.get('lines_removed') or 0)}"))
+        return pairs
+    similar = f.get("similar")
+    if isinstance(similar, Mapping) and f["class"] == "added":
+        return [("similar", view.similar_label(similar))]
+    return []
 
 
 def file_json(f: Mapping[str, Any], flags: list[Mapping[str, Any]]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dropscan import __version__
-from dropscan.reports import changes, view
+from dropscan.reports import changes, diffs, view
 from dropscan.reports.view import ComponentView
 
 #: one colour per class; the screenshot test looks for these in the class bars
@@ -45,6 +45,8 @@ REVIEW_ROWS = 5_000
 FLAG_ROWS = 5_000
 #: past those, a list is shown grouped (by folder, by distinct content, by kind of flag), then this many rows
 GROUP_ROWS = 200
+#: diffs shown per component and list (review set, backports); the manifest has them all
+DIFF_FILES = 2_000
 
 CSS = """
 :root { --ink: #212121; --muted: #616161; --rule: #e0e0e0; }
@@ -88,6 +90,7 @@ ul.legend { list-style: none; padding: 0; margin: 4px 0 12px; display: flex; fle
           vertical-align: -1px; }
 .lic { display: block; }
 section.component { margin-top: 28px; }
+.ev { font-size: 13px; margin-top: 2px; }
 footer { margin-top: 40px; padding-top: 10px; border-top: 1px solid var(--rule); color: var(--muted);
          font-size: 13px; }
 @media print { body { background: #fff; } main { padding: 0; } tr { break-inside: avoid; }
@@ -120,19 +123,22 @@ def pct(n: int, total: int) -> str:
     return f"{100.0 * n / total:.1f} %" if total else "–"
 
 
-def render(manifest: Mapping[str, Any]) -> str:
+def render(manifest: Mapping[str, Any], *, expand: bool = False) -> str:
+    """The page; ``expand`` opens every diff (for printing, and the screenshot test)."""
     views = view.components(manifest)
+    budget = diffs.Budget()
     title = f"dropscan audit — {manifest['supplier']}/{view.drop_name(manifest)}"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{e(title)}</title><style>{CSS}</style></head><body><main>",
+        f"<title>{e(title)}</title><style>{CSS}{diffs.style_css()}</style></head><body><main>",
         _header(manifest),
         changes.section(manifest),
         _method(manifest),
         _flags_section(manifest),
-        *(_component(manifest, v) for v in views),
+        *(_component(manifest, v, budget, expand) for v in views),
+        *([cited] if (cited := _commits(manifest)) else []),
         _unreadable(views),
         _footer(manifest),
         "</main></body></html>",
@@ -160,6 +166,10 @@ def _header(m: Mapping[str, Any]) -> str:
     if classes.get("low-trust"):
         tiles.append((f"{int(classes['low-trust']):,}", "low-trust matches"))
     tiles.append((f"{int(s.get('review') or 0):,}", f"to review ({float(s.get('review_pct') or 0):.1f} %)"))
+    if s.get("backported"):
+        tiles.append((f"{int(s['backported']):,}", "backported upstream fixes (not reviewed)"))
+    if s.get("vendor_changed"):
+        tiles.append((f"{int(s['vendor_changed']):,}", "vendor-changed files"))
     if s.get("cleared"):
         tiles.append((f"{int(s['cleared']):,}", "cleared by earlier decisions"))
     if view.has_triage(m):
@@ -218,6 +228,8 @@ def _method(m: Mapping[str, Any]) -> str:
     low = view.low_trust_packages(m)
     if low:
         out.append(f"<p>Low-trust sources with matches: {e(', '.join(low))}.</p>")
+    if view.has_evidence(m):
+        out.append(_evidence_method())
     out.append('<h3>File classes</h3><dl class="classes">')
     for cls in view.CLASSES:
         out.append(
@@ -368,7 +380,7 @@ def _review_table(
     for f in files[:limit]:
         colour = CLASS_COLOURS.get(f["class"], "#757575")
         cells = (
-            f'<td class="path">{path(f["path"])}</td>'
+            f'<td class="path">{path(f["path"])}{_evidence_note(f)}</td>'
             f'<td class="cls"><span class="swatch" style="background:{colour}"></span>'
             f"{e(f['class'])}</td><td>{e(f.get('kind'))}</td>"
             f'<td class="num">{int(f.get("size") or 0):,}</td>'
@@ -383,7 +395,90 @@ def _review_table(
     return "\n".join(rows)
 
 
-def _component(m: Mapping[str, Any], v: ComponentView) -> str:
+def _evidence_note(f: Mapping[str, Any]) -> str:
+    """Under a review file's path: how it differs from upstream (with a link to its diff), or for an
+    added file the upstream file it is close to."""
+    ev = view.evidence(f)
+    if ev is not None and f["class"] == "modified":
+        link = f' <a href="#{diffs.file_anchor(str(f["path"]))}">diff</a>' if ev.get("patch") else ""
+        against = f" against {e(view.base_label(ev['base']))}" if ev.get("base") else ""
+        error = f" — no diff: {e(ev['error'])}" if ev.get("error") else ""
+        return f'<div class="ev">{diffs.origin_badge(ev)} {diffs.stat(ev)}{against}{error}{link}</div>'
+    similar = f.get("similar")
+    if isinstance(similar, Mapping) and f["class"] == "added":
+        return f'<div class="ev muted">{e(view.similar_label(similar))}</div>'
+    return ""
+
+
+def _diff_list(files: Sequence[Mapping[str, Any]], budget: diffs.Budget, expand: bool) -> str:
+    with_diff = sorted((f for f in files if view.evidence(f) is not None), key=lambda f: str(f["path"]))
+    out = [diffs.details(f, view.evidence(f) or {}, budget, expand=expand) for f in with_diff[:DIFF_FILES]]
+    if len(with_diff) > DIFF_FILES:
+        out.append(f"<p>… and {len(with_diff) - DIFF_FILES:,} more diffs: see manifest.json.</p>")
+    return "\n".join(out)
+
+
+def _baseline(c: Mapping[str, Any]) -> str:
+    b = view.baseline(c)
+    if b is None:
+        return ""
+    parts = [e(view.baseline_name(c))]
+    if b.get("added"):
+        parts.append(e(view.plural(int(b["added"]), "added file")))
+    commits = len(b.get("commits") or [])
+    cited = f", citing {view.plural(commits, 'upstream commit')}" if commits else ""
+    return f'<p class="baseline">Baseline: <b>{" + ".join(parts)}</b>{cited}.</p>'
+
+
+def _changes(v: ComponentView, budget: diffs.Budget, expand: bool) -> list[str]:
+    """The diffs of the review set's modified files, then the backports (nothing without evidence)."""
+    out = []
+    changed = [f for f in v.review if f["class"] == "modified" and view.evidence(f) is not None]
+    if changed:
+        out.append(f"<h3>Changes against upstream ({len(changed):,} files)</h3>")
+        out.append(_diff_list(changed, budget, expand))
+    if v.backports:
+        out += [
+            f"<h3>Backported upstream fixes ({len(v.backports):,})</h3>",
+            "<p>Modified files whose every change upstream published itself, in the commits cited: upstream "
+            "code under the trust-upstream method, listed for the record and not part of the review set.</p>",
+            _diff_list(v.backports, budget, expand),
+        ]
+    return out
+
+
+def _commits(m: Mapping[str, Any]) -> str:
+    """The upstream commits the diffs cite, each with an anchor the hunk labels link to."""
+    commits = view.cited_commits(m)
+    if not commits:
+        return ""
+    rows = "".join(
+        f'<tr id="{diffs.commit_anchor(str(sha))}"><td><code>{e(sha)}</code></td>'
+        f"<td>{e(c.get('release') or 'not in a release')}</td><td>{e(c.get('date') or '–')}</td>"
+        f"<td>{e(c.get('subject') or '')}</td></tr>"
+        for sha, c in sorted(commits.items(), key=lambda kv: (str(kv[1].get("date") or ""), kv[0]))
+    )
+    return (
+        '<section id="commits"><h2>Upstream commits cited</h2><p>Changes found in the drop that upstream '
+        "published in these commits (first release holding each).</p>"
+        f"<table><tr><th>Commit</th><th>First release</th><th>Date</th><th>Subject</th></tr>{rows}</table>"
+        "</section>"
+    )
+
+
+def _evidence_method() -> str:
+    return (
+        "<p>Each modified file is diffed against its nearest upstream state (the same path in the matched "
+        "release, or the commit of the package's history it is closest to). A change that upstream "
+        "published itself, the same lines removed and added in a commit of its history, is marked "
+        '<span class="origin upstream">upstream</span> and cites the commit; any other change is a '
+        '<span class="origin vendor">vendor change</span>; a change of keywords or whitespace only is '
+        "noise. A file whose changes are all upstream's is a <em>backport</em>: upstream code, counted "
+        "apart from the review set.</p>"
+    )
+
+
+def _component(m: Mapping[str, Any], v: ComponentView, budget: diffs.Budget, expand: bool = False) -> str:
     c = v.data
     heading = v.name if c.get("identified") else f"{v.name} — not identified"
     facts = [f'Folder <span class="path">{e(v.prefix or "(top level)")}</span>']
@@ -399,6 +494,7 @@ def _component(m: Mapping[str, Any], v: ComponentView) -> str:
     out = [
         f'<section class="component"><h2>{e(heading)}</h2>',
         f"<p>{' · '.join(facts)} · {int(c.get('files') or 0):,} files</p>",
+        *([line] if (line := _baseline(c)) else []),
         _bar(v.classes),
     ]
     if not c.get("identified"):
@@ -424,6 +520,7 @@ def _component(m: Mapping[str, Any], v: ComponentView) -> str:
         out.append(_review_table(ordered, flagged, triaged, limit))
     else:
         out.append("<p>Nothing to review in this component.</p>")
+    out += _changes(v, budget, expand)
     missing = c.get("missing") or []
     if missing:
         out.append(

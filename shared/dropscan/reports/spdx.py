@@ -26,6 +26,7 @@ from spdx_tools.spdx.jsonschema import converter as _json_converter
 from spdx_tools.spdx.jsonschema.annotation_converter import AnnotationConverter
 from spdx_tools.spdx.jsonschema.document_converter import DocumentConverter
 from spdx_tools.spdx.jsonschema.document_properties import DocumentProperty
+from spdx_tools.spdx.jsonschema.relationship_converter import RelationshipConverter
 from spdx_tools.spdx.model.actor import Actor, ActorType
 from spdx_tools.spdx.model.annotation import Annotation, AnnotationType
 from spdx_tools.spdx.model.checksum import Checksum, ChecksumAlgorithm
@@ -142,6 +143,8 @@ class Rendering:
         texts = {k: _dumps(v) for k, v in out.items()}
         if files:
             texts["files"] = "[" + ",".join(files) + "]"
+        as_json = RelationshipConverter()  # type: ignore[no-untyped-call]
+        relationships += [_dumps(as_json.convert(rel)) for rel in self._layout.derived]
         texts["relationships"] = "[" + ",".join(relationships) + "]"
         # in the order spdx-tools writes a whole document's properties, then what _attach added
         order = [converter.json_property_name(p) for p in DocumentProperty]
@@ -258,6 +261,7 @@ class _Layout:
     document: Document  # no files; relationships: DESCRIBES and the drop's CONTAINS of each package
     entries: list[_Entry]  # every File element, in document order
     packages: list[str]  # the component packages' ids, in document order
+    derived: list[Relationship]  # what descends from upstream: DESCENDANT_OF, FILE_MODIFIED (issue 24)
 
 
 def _layout(manifest: Mapping[str, Any]) -> _Layout:
@@ -302,15 +306,100 @@ def _layout(manifest: Mapping[str, Any]) -> _Layout:
         package_ids.append(pkg_id)
         entries += mine
     file_ids = {str(e.file["path"]): e.spdx_id for e in entries}
+    annotations = _flag_annotations(manifest, file_ids, packages, info.created)
+    upstream = _Upstream()
+    derived = upstream.relationships(manifest, package_ids, entries)
     document = Document(
         info,
-        packages=packages,
+        packages=packages + upstream.packages,
         files=[],
-        annotations=_flag_annotations(manifest, file_ids, packages, info.created),
+        annotations=annotations,
         relationships=relationships,
         extracted_licensing_info=list(licences.extracted.values()),
     )
-    return _Layout(document, entries, package_ids)
+    return _Layout(document, entries, package_ids, derived)
+
+
+class _Upstream:
+    """Package elements for the upstream states the drop's components and modified files derive from."""
+
+    def __init__(self) -> None:
+        self.packages: list[Package] = []
+        self._ids: dict[tuple[str, str, str], str] = {}
+
+    def package(self, name: str, version: str | None, commit: str | None) -> str:
+        """The id of the element for a release (``version``) or a state of the history (``commit``)."""
+        key = (name, version or "", "" if version else commit or "")
+        found = self._ids.get(key)
+        if found is not None:
+            return found
+        label = f"{name} {version}" if version else f"{name} {str(commit or '')[:12]}".rstrip()
+        pkg_id = self._ids[key] = spdx_id("Upstream", len(self._ids) + 1, label)
+        state = f"release {version}" if version else f"the state of its history at commit {commit}"
+        purl = view.purl({"identified": True, "package": name, "version": version}) if version else None
+        self.packages.append(
+            Package(
+                spdx_id=pkg_id,
+                name=name,
+                version=version,
+                download_location=SpdxNoAssertion(),
+                files_analyzed=False,
+                external_references=(
+                    [ExternalPackageRef(ExternalPackageRefCategory.PACKAGE_MANAGER, "purl", purl)]
+                    if purl
+                    else []
+                ),
+                primary_package_purpose=PackagePurpose.SOURCE,
+                comment=f"Upstream {name}, {state}: what the drop's modified files were diffed against.",
+            )
+        )
+        return pkg_id
+
+    def relationships(
+        self, manifest: Mapping[str, Any], package_ids: Sequence[str], entries: Sequence[_Entry]
+    ) -> list[Relationship]:
+        """Each identified component DESCENDANT_OF its baseline release; each written modified file with
+        a base FILE_MODIFIED from the upstream state holding it (the base path, hunks' origins and the
+        commits cited in the comment: SPDX 2.3 has no element for a commit, and the base file itself
+        cannot be a File element without the SHA-1 SPDX requires)."""
+        out: list[Relationship] = []
+        for c, pkg_id in zip(manifest.get("components") or [], package_ids, strict=True):
+            b = view.baseline(c)
+            release = (b or {}).get("release")
+            if b is None or not (c.get("identified") and c.get("package") and release):
+                continue
+            upstream = self.package(str(c["package"]), str(release), None)
+            comment = f"Baseline: {view.baseline_name(c)}."
+            out.append(Relationship(pkg_id, RelationshipType.DESCENDANT_OF, upstream, comment))
+        for e in entries:
+            ev = view.evidence(e.file)
+            base = (ev or {}).get("base")
+            if e.file["class"] != "modified" or ev is None or not isinstance(base, Mapping):
+                continue
+            version = str(base["version"]) if base.get("version") else None
+            upstream = self.package(str(base.get("package")), version, base.get("commit"))
+            out.append(Relationship(e.spdx_id, RelationshipType.FILE_MODIFIED, upstream, _modified(ev)))
+        return out
+
+
+def _modified(ev: Mapping[str, Any]) -> str:
+    """``modified from networking/wget.c (sha256 …) of busybox 1.37.0: +12 -3 lines; backport of …``."""
+    base = ev.get("base") or {}
+    text = (
+        f"Modified from {base.get('path')} (SHA-256 {base.get('sha256')}) of {view.base_label(base)}: "
+        f"+{int(ev.get('lines_added') or 0)} -{int(ev.get('lines_removed') or 0)} lines"
+    )
+    commits = list(dict.fromkeys(str(h["commit"]) for h in ev.get("hunks") or [] if h.get("commit")))
+    origin = ev.get("origin")
+    if origin == "upstream":
+        text += "; a backport: every change is upstream's own"
+    elif origin == "mixed":
+        text += "; upstream's changes and vendor changes"
+    elif origin == "vendor":
+        text += "; vendor changes"
+    if commits:
+        text += " (upstream commits " + ", ".join(commits) + ")"
+    return text + "."
 
 
 def _with_files(layout: _Layout, head: Sequence[T], contains: Mapping[str, Sequence[T]]) -> list[T]:
@@ -333,7 +422,7 @@ def build_document(manifest: Mapping[str, Any]) -> Document:
         )
     doc = layout.document
     doc.files = [_file(e) for e in layout.entries]
-    doc.relationships = _with_files(layout, doc.relationships, contains)
+    doc.relationships = _with_files(layout, doc.relationships, contains) + layout.derived
     return doc
 
 
@@ -423,6 +512,8 @@ def _component_package(
         )
     else:
         comment.append("Not identified as any trusted upstream release.")
+    if view.baseline(c) is not None:
+        comment.append(f"Baseline: {view.baseline_name(c)}.")
     if members and not files:
         comment.append(
             "filesAnalyzed is false because the manifest has no SHA-1 for its files, which SPDX 2.3 requires "
@@ -480,6 +571,16 @@ def _file_comment(f: Mapping[str, Any]) -> str:
         comment += "; upstream " + ", ".join(_upstream_text(u) for u in ups)
     if f.get("unreadable"):
         comment += f"; unreadable: {f['unreadable']}"
+    ev = view.evidence(f)
+    if ev is not None and f["class"] == "modified":
+        comment += f"; origin of its changes: {ev.get('origin')}, against {view.base_label(ev.get('base'))}"
+        if ev.get("error"):
+            comment += f" (no diff: {ev['error']})"
+    elif ev is not None and ev.get("base"):  # vcs-keywords, whitespace: which upstream file, briefly
+        comment += f"; against {view.base_label(ev['base'])}"
+    similar = f.get("similar")
+    if isinstance(similar, Mapping) and f["class"] == "added":
+        comment += f"; {view.similar_label(similar)}"
     return comment
 
 

@@ -26,21 +26,25 @@ def drop_name(manifest: Mapping[str, Any]) -> str:
 def subject(manifest: Mapping[str, Any]) -> str:
     """``dropscan: <supplier>/<drop> — <verdict>: <review> of <files> files (<pct>%) need review``.
 
-    Over SNS's limit, the drop name is shortened in the middle first: the verdict and the counts
-    are what a reader of an inbox needs to see.
+    With backports, ``, 16 backported`` follows the counts. Over SNS's limit, the drop name is shortened
+    in the middle first (to 12 characters at least), then the backports are left to the body: the verdict
+    and the review counts are what a reader of an inbox needs to see.
     """
     s = manifest["summary"]
+    backported = f", {s['backported']:,} backported" if s.get("backported") else ""
     if manifest["status"] == "complete" and manifest.get("delta"):
         counts = f"{s['review']:,} of {s['files']:,} files ({s['review_pct']:.1f}%), {since(manifest)}"
-        tail = f" — {manifest['verdict']}: {counts}"
+        tail = f" — {manifest['verdict']}: {counts}{backported}"
     elif manifest["status"] == "complete":
         counts = f"{s['review']:,} of {s['files']:,} files ({s['review_pct']:.1f}%) need review"
-        tail = f" — {manifest['verdict']}: {counts}"
+        tail = f" — {manifest['verdict']}: {counts}{backported}"
     else:
         tail = f" — {manifest['verdict']}: {manifest['reason'] or manifest['status']}"
     head = f"dropscan: {manifest['supplier']}/"
     name = drop_name(manifest)
     room = SUBJECT_LIMIT - len(head) - len(tail)
+    if backported and room < 12:  # the verdict and the review counts come first, then the backports
+        tail, room = tail.removesuffix(backported), room + len(backported)
     if len(name) > room >= 12:
         keep = room - 1
         name = name[: keep - keep // 2] + "…" + name[len(name) - keep // 2 :]
@@ -86,11 +90,7 @@ def component_line(c: Mapping[str, Any]) -> str:
     """``u-boot 2023.01 — high trust, upstream licence GPL-2.0-or-later, 19,278 files, 99.2 % identical…``"""
     classes = c["classes"]
     nonempty = max(1, c["files"] - classes.get("empty", 0))
-    name = (
-        f"{c['package']} {c['version']}"
-        if c["identified"]
-        else f"{c['prefix'] or '(top level)'} unidentified"
-    )
+    name = view.baseline_name(c) if c["identified"] else f"{c['prefix'] or '(top level)'} unidentified"
     parts = [f"{c['files']:,} files", f"{100.0 * classes.get('identical', 0) / nonempty:.1f} % identical"]
     if c.get("license"):
         origin = "licence" if c.get("license_source") == "drop" else "upstream licence"
@@ -102,6 +102,9 @@ def component_line(c: Mapping[str, Any]) -> str:
     parts += [f"{classes[k]:,} {label}" for k, label in _LABELS if classes.get(k)]
     if c.get("cleared"):
         parts.append(f"{c['cleared']:,} cleared by earlier decisions")
+    commits = len((view.baseline(c) or {}).get("commits") or [])
+    if commits:
+        parts.append(f"backports cite {view.plural(commits, 'upstream commit')}")
     if c["missing"]:
         parts.append(f"{len(c['missing']):,} upstream files missing")
     runner = c.get("runner_up")
@@ -132,6 +135,7 @@ def body(
         "",
         f"{s['files']:,} files; {s['review']:,} ({s['review_pct']:.1f}%) need review{_cleared_text(s)}.",
         "  " + ", ".join(f"{n:,} {c}" for c, n in s["classes"].items() if n),
+        *_evidence_counts(s),
         "",
     ]
     note = view.limit_note(manifest)
@@ -170,6 +174,7 @@ def body(
         if len(review) > shown:
             lines.append(f"  … and {len(review) - shown:,} more (see the manifest)")
         lines.append("")
+    lines += _backport_lines(manifest, review_limit)
     unreadable = [f for f in manifest["files"] if f.get("unreadable")]
     if unreadable:
         lines.append("Unreadable nested archives:")
@@ -256,7 +261,58 @@ def _review_line(f: Mapping[str, Any]) -> str:
         said = f"  (re-opened {d['verdict']} by {d['by']}: {d.get('reopen_reason', '')})"
     elif d:
         said = f"  ({d['verdict']} by {d['by']}, {d['at'][:10]})"
-    return f"  {f['class']:<9} {f['path']}" + (f"  [{'; '.join(found)}]" if found else "") + said
+    return (
+        f"  {f['class']:<9} {f['path']}"
+        + (f"  [{'; '.join(found)}]" if found else "")
+        + _evidence_text(f)
+        + said
+    )
+
+
+def _evidence_counts(s: Mapping[str, Any]) -> list[str]:
+    """The backports and vendor changes (manifests before issue 24 have neither count)."""
+    if "backported" not in s and "vendor_changed" not in s:
+        return []
+    backported, vendor = int(s.get("backported") or 0), int(s.get("vendor_changed") or 0)
+    return [
+        f"  {view.plural(backported, 'backported upstream fix', 'backported upstream fixes')} (changes "
+        f"upstream published: cited, not in the review set); {view.plural(vendor, 'vendor-changed file')}."
+    ]
+
+
+def _evidence_text(f: Mapping[str, Any]) -> str:
+    """``  (vendor: +12 -3 against busybox 1.37.0 networking/wget.c)``; for an added file, its near file."""
+    ev = view.evidence(f)
+    if ev is not None and f["class"] == "modified":
+        if ev.get("error"):
+            return f"  (no diff: {_one_line(str(ev['error']), 80)})"
+        counts = f"+{int(ev.get('lines_added') or 0):,} -{int(ev.get('lines_removed') or 0):,}"
+        return f"  ({ev.get('origin')}: {counts} against {view.base_label(ev.get('base'))})"
+    similar = f.get("similar")
+    if isinstance(similar, Mapping) and f["class"] == "added":
+        return f"  ({view.similar_label(similar)})"
+    return ""
+
+
+def _backport_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
+    """Modified files whose changes upstream published, each with the commits it cites."""
+    backports = [f for f in manifest["files"] if view.is_backport(f)]
+    if not backports:
+        return []
+    commits = view.cited_commits(manifest)
+    lines = [f"Backported upstream fixes ({view.plural(len(backports), 'file')}, not in the review set):"]
+    for f in sorted(backports, key=lambda f: str(f["path"]))[:limit]:
+        cited = dict.fromkeys(
+            str(h["commit"]) for h in (view.evidence(f) or {}).get("hunks") or [] if h.get("commit")
+        )
+        named = [
+            view.short(c) + (f" ({commits[c]['release']})" if (commits.get(c) or {}).get("release") else "")
+            for c in cited
+        ]
+        lines.append(f"  {f['path']}  [{', '.join(named) or 'no commit cited'}]")
+    if len(backports) > limit:
+        lines.append(f"  … and {len(backports) - limit:,} more (see the manifest)")
+    return [*lines, ""]
 
 
 def _report_lines(

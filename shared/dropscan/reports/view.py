@@ -41,8 +41,22 @@ def is_cleared(f: Mapping[str, Any]) -> bool:
     return bool(d and d.get("verdict") == "accepted" and not d.get("reopened"))
 
 
+def evidence(f: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The file's review evidence (its upstream base, diff and hunks' origins); None on older manifests."""
+    ev = f.get("evidence")
+    return ev if isinstance(ev, Mapping) else None
+
+
+def is_backport(f: Mapping[str, Any]) -> bool:
+    """A modified file whose every change upstream published (or is noise): cited, not reviewed."""
+    ev = evidence(f)
+    return (
+        f["class"] == "modified" and ev is not None and ev.get("origin") == "upstream" and not ev.get("error")
+    )
+
+
 def in_review(f: Mapping[str, Any]) -> bool:
-    return f["class"] in REVIEW and not is_cleared(f)
+    return f["class"] in REVIEW and not is_cleared(f) and not is_backport(f)
 
 
 def has_triage(manifest: Manifest) -> bool:
@@ -90,10 +104,12 @@ def flag_location(f: Mapping[str, Any]) -> str:
 
 @dataclass
 class ComponentView:
-    """A component with what of the manifest belongs to it: review files, flags, unreadable files."""
+    """A component with what of the manifest belongs to it: review files, backports (modified files whose
+    changes upstream published), flags, unreadable files."""
 
     data: Mapping[str, Any]
     review: list[Mapping[str, Any]] = field(default_factory=list)
+    backports: list[Mapping[str, Any]] = field(default_factory=list)
     flags: list[Mapping[str, Any]] = field(default_factory=list)
     unreadable: list[Mapping[str, Any]] = field(default_factory=list)
 
@@ -164,6 +180,8 @@ def components(manifest: Manifest) -> list[ComponentView]:
             continue
         if in_review(f):
             v.review.append(f)
+        elif is_backport(f):
+            v.backports.append(f)
         if f.get("unreadable"):
             v.unreadable.append(f)
     for fl in flags(manifest):
@@ -273,3 +291,62 @@ def limit_note(manifest: Manifest) -> str | None:
         f"Review set beyond the triage limits: {tags:,} files read for licence tags and restriction terms "
         f"only, {unread:,} not read (files[].triage in the manifest names them). {reasons}."
     )
+
+
+def plural(n: int, singular: str, plural_form: str | None = None) -> str:
+    """``1 backported upstream fix``, ``16 backported upstream fixes``."""
+    return f"{n:,} {singular if n == 1 else (plural_form or singular + 's')}"
+
+
+def short(commit: Any) -> str:
+    return str(commit or "")[:12]
+
+
+def base_label(base: Mapping[str, Any] | None) -> str:
+    """``busybox 1.37.0 networking/wget.c``; a historical base: ``busybox commit 0123456789ab …``."""
+    if not base:
+        return "no upstream base"
+    where = [str(base.get("package") or "?")]
+    if base.get("version"):
+        where.append(str(base["version"]))
+    if base.get("commit"):
+        where.append(("at commit " if base.get("version") else "commit ") + short(base["commit"]))
+    return " ".join([*where, str(base.get("path") or "")]).rstrip()
+
+
+def similar_label(similar: Mapping[str, Any]) -> str:
+    """``close to busybox 1.37.0 networking/wget.c (TLSH distance 37)``."""
+    release = " ".join(str(similar[k]) for k in ("package", "version") if similar.get(k))
+    return f"close to {release} {similar.get('path')} (TLSH distance {int(similar.get('distance') or 0)})"
+
+
+def baseline(c: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    value = c.get("baseline")
+    return value if isinstance(value, Mapping) else None
+
+
+def baseline_name(c: Mapping[str, Any]) -> str:
+    """``busybox 1.37.0 + 16 backported upstream fixes + 14 vendor-changed files`` (parts that are 0 left
+    out); the component's name when the manifest carries no baseline."""
+    b = baseline(c)
+    if b is None or not c.get("package"):
+        return component_name(c)
+    parts = [f"{c['package']} {b.get('release') or c.get('version') or ''}".rstrip()]
+    if b.get("backported"):
+        parts.append(plural(int(b["backported"]), "backported upstream fix", "backported upstream fixes"))
+    if b.get("vendor_changed"):
+        parts.append(plural(int(b["vendor_changed"]), "vendor-changed file"))
+    return " + ".join(parts)
+
+
+def cited_commits(manifest: Manifest) -> Mapping[str, Mapping[str, Any]]:
+    """The upstream commits the evidence cites, by id: subject, date, first release holding them."""
+    ev = manifest.get("evidence")
+    commits = ev.get("commits") if isinstance(ev, Mapping) else None
+    return commits if isinstance(commits, Mapping) else {}
+
+
+def has_evidence(manifest: Manifest) -> bool:
+    """Whether modified files carry evidence (manifests before issue 24 do not)."""
+    s = manifest.get("summary") or {}
+    return "backported" in s or "vendor_changed" in s or "evidence" in manifest
