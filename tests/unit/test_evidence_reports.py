@@ -120,7 +120,7 @@ def files_with_evidence() -> list[dict[str, Any]]:
         "version": "1.35.0",
         "path": "networking/wget.c",
         "sha256": "ab" * 32,
-        "distance": 37,
+        "similarity": 67,
     }
     out.append({**added, "component": BUSYBOX})
     return out
@@ -298,8 +298,8 @@ def test_html_diffs_are_collapsed_highlighted_and_open_on_request(ev_manifest: M
 
 def test_html_added_file_names_the_upstream_file_it_is_close_to(ev_manifest: Manifest) -> None:
     page = render(ev_manifest, "html")
-    assert "close to busybox 1.35.0 networking/wget.c (TLSH distance 37)" in page
-    assert f"  added     {ADDED}  (close to busybox 1.35.0 networking/wget.c (TLSH distance 37))" in body(
+    assert "close to busybox 1.35.0 networking/wget.c (67 % of its lines)" in page
+    assert f"  added     {ADDED}  (close to busybox 1.35.0 networking/wget.c (67 % of its lines))" in body(
         ev_manifest, review_limit=1_000
     )
 
@@ -440,7 +440,7 @@ def test_cyclonedx_carries_the_pedigree_and_validates(ev_manifest: Manifest) -> 
     assert WGET in files  # a backport is still a modified file of the component
     props = {(p["name"], p["value"]) for p in files[XFUNCS]["properties"]}
     assert {("dropscan:origin", "mixed"), ("dropscan:base", "busybox 1.35.0 libbb/xfuncs.c")} <= props
-    assert ("dropscan:similar", "close to busybox 1.35.0 networking/wget.c (TLSH distance 37)") in {
+    assert ("dropscan:similar", "close to busybox 1.35.0 networking/wget.c (67 % of its lines)") in {
         (p["name"], p["value"]) for p in files[ADDED]["properties"]
     }
 

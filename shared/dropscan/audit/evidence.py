@@ -167,7 +167,7 @@ def evidence_of(
             "origin": kind,
         }
         if pub is not None:
-            entry |= {"commit": pub.commit, "release": pub.release, "subject": pub.subject}
+            entry |= {"commit": pub.commit, "release": pub.release, "subject": pub.subject, "date": pub.date}
         hunks.append(entry)
     out: dict[str, Any] = {
         "base": chosen.base,
@@ -264,7 +264,9 @@ def _cite(ev: Mapping[str, Any], commits: dict[str, dict[str, Any]]) -> list[str
     out: list[str] = []
     for h in ev.get("hunks", ()):
         if h.get("commit"):
-            commits.setdefault(h["commit"], {"subject": h.get("subject"), "release": h.get("release")})
+            commits.setdefault(
+                h["commit"], {"subject": h.get("subject"), "release": h.get("release"), "date": h.get("date")}
+            )
             if h["commit"] not in out:
                 out.append(h["commit"])
     return out

@@ -315,9 +315,9 @@ def base_label(base: Mapping[str, Any] | None) -> str:
 
 
 def similar_label(similar: Mapping[str, Any]) -> str:
-    """``close to busybox 1.37.0 networking/wget.c (TLSH distance 37)``."""
+    """``close to busybox 1.37.0 networking/wget.c (67 % of its lines)``."""
     release = " ".join(str(similar[k]) for k in ("package", "version") if similar.get(k))
-    return f"close to {release} {similar.get('path')} (TLSH distance {int(similar.get('distance') or 0)})"
+    return f"close to {release} {similar.get('path')} ({int(similar.get('similarity') or 0)} % of its lines)"
 
 
 def baseline(c: Mapping[str, Any]) -> Mapping[str, Any] | None:
