@@ -7,6 +7,7 @@ The drop is 1.0 with some of those commits applied to some files, vendor edits t
 
 from __future__ import annotations
 
+import json
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from gitrepos import LICENCE, commit, git, sha
 
+from dropscan.cli import main
 from dropscan.gitrepo import GitRepo
 from dropscan.local.embedded import embedded
 from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
@@ -166,6 +168,42 @@ def test_without_the_history_the_same_files_get_their_base_and_diffs_all_vendor(
     assert [(h["new_start"], h["origin"]) for h in c["hunks"]] == [(6, "vendor"), (51, "vendor")]
     assert (c["lines_added"], c["lines_removed"]) == (2, 2)
     assert m["summary"]["backported"] == 0 and m["summary"]["review"] == 3
+
+
+def test_the_evidence_data_outlives_the_ingest_that_stored_it(tmp_path: Path) -> None:
+    """`dropscan ingest-git` then `dropscan scan`, each its own run on one --data-dir, as a user runs
+    them: the scan reads the texts, revisions and hunks the ingest stored (they are not in the dump)."""
+    repo, commits = build_repo(tmp_path)
+    drop = build_drop(tmp_path)
+    data, out = tmp_path / "data", tmp_path / "m.json"
+    assert (
+        main(["ingest-git", str(repo), "--package", "foo", "--history", "--quiet", "--data-dir", str(data)])
+        == 0
+    )
+    argv = [
+        "scan",
+        str(drop),
+        "--supplier",
+        "acme",
+        "--quiet",
+        "--data-dir",
+        str(data),
+        "--manifest-out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    files = by_path(json.loads(out.read_text()))
+    a, c = files["a.c"]["evidence"], files["c.c"]["evidence"]
+    assert "error" not in a
+    assert (a["origin"], [h["commit"] for h in a["hunks"]]) == ("upstream", [commits["a2"]])
+    assert (c["origin"], [h["origin"] for h in c["hunks"]]) == ("mixed", ["upstream", "vendor"])
+    # a second ingest with nothing new keeps the contents; the next scan still reads them
+    assert (
+        main(["ingest-git", str(repo), "--package", "foo", "--history", "--quiet", "--data-dir", str(data)])
+        == 0
+    )
+    assert main(argv) == 0
+    assert by_path(json.loads(out.read_text()))["a.c"]["evidence"]["origin"] == "upstream"
 
 
 @pytest.fixture(autouse=True)

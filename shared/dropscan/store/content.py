@@ -204,3 +204,37 @@ class ContentStore:
             for got in pool.map(read, reads):
                 out.update(got)
         return out
+
+    # ------------------------------------------------------------------ kept beside a local database
+    def save_to(self, folder: Path) -> int:
+        """Copy every ``content/`` object into ``folder`` (the embedded stack keeps them beside its
+        database dump, which holds digests and path lists only); returns how many were written.
+
+        A pack is never rewritten once uploaded (each ingest writes a new one), so one already in
+        ``folder`` at its size is left alone: a save after a small ingest does not copy every pack.
+        """
+        written = 0
+        for page in self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=CONTENT_PREFIX
+        ):
+            for obj in page.get("Contents", []):
+                key = obj["Key"]
+                path = folder / key.removeprefix(CONTENT_PREFIX)
+                if key.endswith(".pack") and path.is_file() and path.stat().st_size == obj["Size"]:
+                    continue
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(path.name + ".tmp")
+                self.s3.download_file(self.bucket, key, str(tmp))
+                tmp.replace(path)  # never leave a half-written object behind
+                written += 1
+        return written
+
+    def load_from(self, folder: Path) -> int:
+        """Upload what :meth:`save_to` wrote back under ``content/``; returns how many objects."""
+        loaded = 0
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and not path.name.endswith(".tmp"):
+                key = CONTENT_PREFIX + path.relative_to(folder).as_posix()
+                self.s3.upload_file(str(path), self.bucket, key)
+                loaded += 1
+        return loaded
