@@ -170,6 +170,45 @@ def test_without_the_history_the_same_files_get_their_base_and_diffs_all_vendor(
     assert m["summary"]["backported"] == 0 and m["summary"]["review"] == 3
 
 
+def test_lines_upstream_published_in_another_file_are_not_upstream_here(tmp_path: Path) -> None:
+    """Short hunks recur across a history (real BusyBox: a 2024 fix's `+#include <errno.h>` was first
+    added to another file in 1999): the same lines added to another file are that file's change, not
+    this one's, so a vendor adding them is the vendor, and a backport cites its own commit."""
+    repo = tmp_path / "foo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    line = "#include <errno.h>\n"
+    commit(
+        repo, {"LICENSE": LICENCE, "a.c": text(A0), "x.c": text(B0), "y.c": text(C0)}, "Initial", "2001-01-01"
+    )
+    git(repo, "tag", "1_0")
+    early = commit(repo, {"x.c": text([line, *B0])}, "x: errno", "2001-02-01")
+    y1 = edit(C0, 30, "int c_30(void) { return 31; /* not taken */ }\n")
+    commit(repo, {"y.c": text(y1)}, "y: change c_30", "2001-03-01")
+    late = commit(repo, {"y.c": text([line, *y1])}, "y: errno", "2001-04-01")
+    folder = tmp_path / "drop" / "foo-1.0"
+    folder.mkdir(parents=True)
+    tree = {
+        "LICENSE": LICENCE,
+        "a.c": text([*A0[:20], line, *A0[20:]]),
+        "x.c": text(B0),
+        "y.c": text([line, *C0]),
+    }
+    for name, data in tree.items():
+        (folder / name).write_bytes(data)
+    drop = tmp_path / "acme-foo-1.0.tar.gz"
+    with tarfile.open(drop, "w:gz") as tar:
+        tar.add(folder, arcname="foo-1.0")
+    with embedded() as es:
+        releases = Releases(es.client.s3, es.names.upstream_bucket)
+        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
+        files = by_path(scan_and_wait(es, drop).manifest)
+    a, y = files["a.c"]["evidence"], files["y.c"]["evidence"]
+    assert (a["origin"], [(h["new_start"], h["origin"]) for h in a["hunks"]]) == ("vendor", [(21, "vendor")])
+    assert (y["origin"], [(h["new_start"], h["commit"]) for h in y["hunks"]]) == ("upstream", [(1, late)])
+    assert early not in json.dumps(files)
+
+
 def test_the_evidence_data_outlives_the_ingest_that_stored_it(tmp_path: Path) -> None:
     """`dropscan ingest-git` then `dropscan scan`, each its own run on one --data-dir, as a user runs
     them: the scan reads the texts, revisions and hunks the ingest stored (they are not in the dump)."""

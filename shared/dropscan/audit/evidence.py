@@ -3,8 +3,8 @@
 Pure rules: contents in, evidence out (the stage :mod:`dropscan.stages.evidence` fetches the contents
 and the hunk index). Diffs are libgit2's (pygit2), the same algorithm at ingest (each commit's diff)
 and here (base against the drop's file), with no context lines, so that a change upstream published
-yields the same hunk in both: its fingerprint (the removed and the added lines, normalised as the
-``ws`` digest normalises a file) is what the hunk index is keyed by.
+yields the same hunk in both: its fingerprint (the file's path, the removed and the added lines,
+normalised as the ``ws`` digest normalises a file) is what the hunk index is keyed by.
 """
 
 from __future__ import annotations
@@ -31,9 +31,14 @@ def normal_line(line: bytes) -> bytes:
     return kw_normalise(line).replace(b"\r", b"").rstrip(b" \t\n")
 
 
-def fingerprint(removed: Sequence[bytes], added: Sequence[bytes]) -> str:
-    """What identifies a change wherever it is applied: its normalised removed and added lines."""
-    h = hashlib.sha256()
+def fingerprint(path: str, removed: Sequence[bytes], added: Sequence[bytes]) -> str:
+    """What identifies a change to a file: its path and its normalised removed and added lines.
+
+    The path is part of it: short hunks (an added ``#include <errno.h>`` or ``# endif``) recur all over
+    a project's history, so lines alone cite a 1999 commit to another file for a 2024 fix, and call
+    a vendor's added ``}`` upstream's.
+    """
+    h = hashlib.sha256(path.encode("utf-8", "surrogateescape") + b"\0")
     for line in removed:
         h.update(b"-" + normal_line(line) + b"\n")
     h.update(b"\0")
@@ -58,9 +63,9 @@ class Hunk:
         """Only keywords, line endings or trailing blanks differ."""
         return [normal_line(x) for x in self.removed] == [normal_line(x) for x in self.added]
 
-    @property
-    def fingerprint(self) -> str:
-        return fingerprint(self.removed, self.added)
+    def fingerprint(self, path: str) -> str:
+        """The hunk's key in the hunk index, as a change to the file at ``path``."""
+        return fingerprint(path, self.removed, self.added)
 
     @property
     def size(self) -> int:
@@ -110,14 +115,17 @@ class Published:
         return [self.commit, self.release, self.date, self.subject]
 
 
-def origins(hunks: Iterable[Hunk], index: Mapping[str, Published]) -> list[tuple[str, Published | None]]:
-    """Each hunk's origin (noise, upstream with the commit, or vendor)."""
+def origins(
+    hunks: Iterable[Hunk], index: Mapping[str, Published], path: str
+) -> list[tuple[str, Published | None]]:
+    """Each hunk's origin (noise, upstream with the commit, or vendor) in a file diffed against the
+    upstream file at ``path``."""
     out: list[tuple[str, Published | None]] = []
     for h in hunks:
         if h.noise:
             out.append((NOISE, None))
             continue
-        found = index.get(h.fingerprint)
+        found = index.get(h.fingerprint(path))
         out.append((UPSTREAM, found) if found else (VENDOR, None))
     return out
 
@@ -140,7 +148,7 @@ class Candidate:
 
     def score(self, index: Mapping[str, Published]) -> tuple[int, int, int]:
         """Lines no upstream commit explains, then not the matched release, then lines changed."""
-        kinds = origins(self.hunks, index)
+        kinds = origins(self.hunks, index, self.base["path"])
         vendor = sum(h.size for h, (kind, _) in zip(self.hunks, kinds, strict=True) if kind == VENDOR)
         return vendor, 0 if self.preferred else 1, sum(h.size for h in self.hunks)
 
@@ -157,7 +165,7 @@ def evidence_of(
 ) -> dict[str, Any]:
     """The manifest's ``evidence`` object for a file diffed against ``chosen``."""
     hunks: list[dict[str, Any]] = []
-    kinds = origins(chosen.hunks, index)
+    kinds = origins(chosen.hunks, index, chosen.base["path"])
     for h, (kind, pub) in zip(chosen.hunks, kinds, strict=True):
         entry: dict[str, Any] = {
             "old_start": h.old_start,

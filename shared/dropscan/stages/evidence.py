@@ -202,7 +202,10 @@ def _diff_all(
                 continue
             c.hunks = evidence.diff(old, new)
             if comp.history:
-                asked.setdefault(comp.package, set()).update(h.fingerprint for h in c.hunks if not h.noise)
+                path = c.base["path"]
+                asked.setdefault(comp.package, set()).update(
+                    h.fingerprint(path) for h in c.hunks if not h.noise
+                )
     index: dict[str, Published] = {}
     for package, fps in asked.items():
         shards = store.shards(package, "hunks", {hunk_shard(fp) for fp in fps})

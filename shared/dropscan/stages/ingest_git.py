@@ -98,7 +98,7 @@ class _Changes:
     every revision of every path (:mod:`dropscan.store.content`)."""
 
     releases: dict[str, str]  # commit -> the first release (by version) that holds it
-    hunks: dict[str, list[Any]] = field(default_factory=dict)  # fingerprint -> Published.to_json()
+    hunks: dict[str, list[Any]] = field(default_factory=dict)  # fingerprint (path, lines) -> Published
     revisions: dict[str, list[list[Any]]] = field(default_factory=dict)  # path -> [[sha256, commit, date]]
     diffs: int = 0
     failed: int = 0
@@ -128,7 +128,9 @@ class _Changes:
             if delta.status == DeltaStatus.MODIFIED and not delta.is_binary:
                 for h in hunks_of(patch):
                     if not h.noise:
-                        self.hunks.setdefault(h.fingerprint, published)  # parents first: the earliest wins
+                        self.hunks.setdefault(
+                            h.fingerprint(delta.new_file.path), published
+                        )  # parents first: the earliest wins
 
 
 def ingest_git(
