@@ -19,7 +19,7 @@ from dropscan.audit.decisions import export_text, parse_export
 from dropscan.forked import Forked
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.stack import REGION, DeployedStack, deploy
-from dropscan.store.content import ContentStore
+from dropscan.store.content import LOCAL_ENV, ContentStore
 from dropscan.store.dump import SCANS_FOLDER, export_db, import_db, load_scans, save_scans
 from dropscan.store.scans import now
 from dropscan.store.services import reset as reset_services
@@ -171,8 +171,6 @@ def _load_db(client: Client, s3: Any, data_dir: Path) -> None:
     if dump.is_file():
         with dump.open("rb") as f:
             import_db(client.db, s3, client.names.upstream_bucket, f)
-        if (data_dir / CONTENT_FOLDER).is_dir():
-            ContentStore(s3, client.names.upstream_bucket).load_from(data_dir / CONTENT_FOLDER)
 
 
 DECISIONS_FILE = "decisions.json"
@@ -238,6 +236,7 @@ def embedded(
             if data_dir is not None:
                 if upstream:
                     _load_db(client, s3, data_dir)
+                    os.environ[LOCAL_ENV] = str(data_dir / CONTENT_FOLDER)  # read in place, not loaded
                 _load_decisions(client, data_dir)
                 load_scans(
                     session.client("dynamodb"),

@@ -40,6 +40,10 @@ MAX_STORED = 4 * 1024 * 1024
 #: neighbouring blobs closer than this in a pack are read in one ranged GET
 COALESCE_GAP = 256 * 1024
 CONTENT_PREFIX = "content/"
+#: a folder holding ``content/`` objects of earlier runs, read where the bucket lacks them: the embedded
+#: stack's data dir (uploading its packs into moto at each start cost minutes, and moto copies a whole
+#: object for every ranged GET; a scan reads a few of them)
+LOCAL_ENV = "DROPSCAN_LOCAL_CONTENT"
 _LEVEL = 6
 
 #: where a blob lies: (pack key, offset, compressed length)
@@ -123,6 +127,15 @@ class ContentStore:
         self.bucket = bucket
         self.threads = threads
         self.stats = ContentStats()
+        local = os.environ.get(LOCAL_ENV)
+        self.local = Path(local) if local else None
+
+    def _local(self, key: str) -> Path | None:
+        """The local copy of an object the bucket lacks (see :data:`LOCAL_ENV`), if there is one."""
+        if self.local is None:
+            return None
+        path = self.local / key.removeprefix(CONTENT_PREFIX)
+        return path if path.is_file() else None
 
     # ------------------------------------------------------------------ written at ingest
     def put_pack(self, path: str | os.PathLike[str], key: str) -> None:
@@ -149,7 +162,10 @@ class ContentStore:
         try:
             body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except self.s3.exceptions.NoSuchKey:
-            return None
+            local = self._local(key)
+            if local is None:
+                return None
+            body = local.read_bytes()
         self.stats.gets += 1
         self.stats.bytes_read += len(body)
         return json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
@@ -193,8 +209,14 @@ class ContentStore:
 
         def read(job: tuple[str, int, int, list[tuple[str, int, int]]]) -> dict[str, bytes]:
             key, start, end, members = job
-            got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
-            body = got["Body"].read()
+            local = self._local(key)
+            if local is not None:  # packs never change: a local copy is the object
+                with local.open("rb") as f:
+                    f.seek(start)
+                    body = f.read(end - start)
+            else:
+                got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+                body = got["Body"].read()
             self.stats.gets += 1
             self.stats.bytes_read += len(body)
             return {sha: zlib.decompress(body[off - start : off - start + n]) for sha, off, n in members}
@@ -207,8 +229,9 @@ class ContentStore:
 
     # ------------------------------------------------------------------ kept beside a local database
     def save_to(self, folder: Path) -> int:
-        """Copy every ``content/`` object into ``folder`` (the embedded stack keeps them beside its
-        database dump, which holds digests and path lists only); returns how many were written.
+        """Copy every ``content/`` object of the bucket into ``folder`` (the embedded stack keeps them
+        beside its database dump, which holds digests and path lists only, and reads them from there:
+        :data:`LOCAL_ENV`); returns how many were written.
 
         A pack is never rewritten once uploaded (each ingest writes a new one), so one already in
         ``folder`` at its size is left alone: a save after a small ingest does not copy every pack.
@@ -228,13 +251,3 @@ class ContentStore:
                 tmp.replace(path)  # never leave a half-written object behind
                 written += 1
         return written
-
-    def load_from(self, folder: Path) -> int:
-        """Upload what :meth:`save_to` wrote back under ``content/``; returns how many objects."""
-        loaded = 0
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and not path.name.endswith(".tmp"):
-                key = CONTENT_PREFIX + path.relative_to(folder).as_posix()
-                self.s3.upload_file(str(path), self.bucket, key)
-                loaded += 1
-        return loaded
