@@ -12,7 +12,7 @@ SAM := $(SAM_VENV)/bin/sam
 BUILD_DIR := .aws-sam/build
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install demo test lint format cases browser bench bench-scale bench-db bench-git bench-linux fuzz clean package package-bench image image-test
+.PHONY: install demo test lint format cases browser bench bench-scale bench-db bench-git bench-evidence bench-linux fuzz clean package package-bench image image-test
 
 install: $(STAMP)
 
@@ -115,6 +115,22 @@ GIT_REPO ?= /work/.mirror/mirror+busybox/repo
 GIT_PACKAGE ?= busybox
 bench-git: install
 	$(BIN)/python bench/git_ingest.py $(GIT_REPO) --package $(GIT_PACKAGE) --out bench-out/git
+
+# Review evidence on BusyBox's real history (issue 24): mirror/busybox plus upstream's branch in
+# rmyorston/busybox-w32 ingested with --history; a 1.37.0 drop with real later commits and vendor edits
+# checked against its ground truth, with and without the history. Debian's 1.37.0 tarball when apt has
+# trixie's deb-src (else git archive of the tag). About 10 minutes.
+EVIDENCE_CACHE ?= .cache/bench/evidence
+BUSYBOX_MIRROR ?= /work/.mirror/mirror+busybox/repo
+BUSYBOX_W32 ?= /work/.mirror/rmyorston+busybox-w32/repo
+bench-evidence: install
+	@mkdir -p $(EVIDENCE_CACHE)
+	@ls $(EVIDENCE_CACHE)/busybox_1.37.0.orig.tar.* >/dev/null 2>&1 || \
+	  (cd $(EVIDENCE_CACHE) && apt-get source -qq --download-only busybox/trixie >/dev/null 2>&1) || \
+	  echo "no busybox 1.37.0 source from apt: the drop is built from the tag"
+	$(BIN)/python bench/evidence_busybox.py --mirror $(BUSYBOX_MIRROR) --w32 $(BUSYBOX_W32) \
+	  --cache $(EVIDENCE_CACHE) --runs 3 --out bench-out/evidence \
+	  $$(ls $(EVIDENCE_CACHE)/busybox_1.37.0.orig.tar.* 2>/dev/null | sed 's/^/--tarball /')
 
 # Coverage-guided fuzzing of the archive walker for FUZZ_SECONDS (atheris; crashes land in fuzz-out/).
 FUZZ_SECONDS ?= 120
