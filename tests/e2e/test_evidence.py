@@ -209,6 +209,36 @@ def test_lines_upstream_published_in_another_file_are_not_upstream_here(tmp_path
     assert early not in json.dumps(files)
 
 
+def test_a_commit_the_base_already_holds_is_not_cited(tmp_path: Path) -> None:
+    """One file's history can publish the same lines twice (real BusyBox: hash_md5_sha.c gained
+    `# endif` in 2022, before 1.37.0, and again in 2024): the backport cites the later commit, which
+    the base lacks, not the earlier one already in it."""
+    repo = tmp_path / "foo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    line = "#endif\n"
+    y1 = [*C0[:10], line, *C0[10:]]
+    commit(repo, {"LICENSE": LICENCE, "y.c": text(C0), "a.c": text(A0)}, "Initial", "2001-01-01")
+    held_commit = commit(repo, {"y.c": text(y1)}, "y: endif", "2001-02-01")
+    git(repo, "tag", "1_0")
+    y2 = edit(y1, 30, "int c_29(void) { return 30; /* not taken */ }\n")
+    commit(repo, {"y.c": text(y2)}, "y: change c_29", "2001-03-01")
+    late = commit(repo, {"y.c": text([*y2[:50], line, *y2[50:]])}, "y: endif again", "2001-04-01")
+    folder = tmp_path / "drop" / "foo-1.0"
+    folder.mkdir(parents=True)
+    for name, data in {"LICENSE": LICENCE, "a.c": text(A0), "y.c": text([*y1[:50], line, *y1[50:]])}.items():
+        (folder / name).write_bytes(data)
+    drop = tmp_path / "acme-foo-1.0.tar.gz"
+    with tarfile.open(drop, "w:gz") as tar:
+        tar.add(folder, arcname="foo-1.0")
+    with embedded() as es:
+        releases = Releases(es.client.s3, es.names.upstream_bucket)
+        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
+        y = by_path(scan_and_wait(es, drop).manifest)["y.c"]["evidence"]
+    assert (y["origin"], [(h["new_start"], h["commit"]) for h in y["hunks"]]) == ("upstream", [(51, late)])
+    assert held_commit != late
+
+
 def test_the_evidence_data_outlives_the_ingest_that_stored_it(tmp_path: Path) -> None:
     """`dropscan ingest-git` then `dropscan scan`, each its own run on one --data-dir, as a user runs
     them: the scan reads the texts, revisions and hunks the ingest stored (they are not in the dump)."""

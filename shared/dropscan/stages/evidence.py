@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dropscan.audit import evidence
-from dropscan.audit.evidence import Candidate, Published
+from dropscan.audit.evidence import Candidate, Published, published_list
 from dropscan.store.content import ContentStore, Location, hunk_shard, path_shard
 from dropscan.store.services import Services
 
@@ -191,7 +191,7 @@ def _diff_all(
     jobs: list[tuple[dict[str, Any], _Component, list[Candidate]]],
     content: Mapping[str, bytes],
     blobs: Mapping[str, bytes],
-) -> dict[str, Published]:
+) -> dict[str, list[Published]]:
     """Diff every candidate; return the hunk index entries of every fingerprint met (batched by shard)."""
     asked: dict[str, set[str]] = {}
     for f, comp, candidates in jobs:
@@ -206,11 +206,11 @@ def _diff_all(
                 asked.setdefault(comp.package, set()).update(
                     h.fingerprint(path) for h in c.hunks if not h.noise
                 )
-    index: dict[str, Published] = {}
+    index: dict[str, list[Published]] = {}
     for package, fps in asked.items():
         shards = store.shards(package, "hunks", {hunk_shard(fp) for fp in fps})
         for fp in fps:
             raw = shards.get(hunk_shard(fp), {}).get(fp)
             if raw is not None:
-                index[fp] = Published.from_json(raw)
+                index[fp] = published_list(raw)
     return index
