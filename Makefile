@@ -119,7 +119,8 @@ bench-git: install
 # Review evidence on BusyBox's real history (issue 24): mirror/busybox plus upstream's branch in
 # rmyorston/busybox-w32 ingested with --history; a 1.37.0 drop with real later commits and vendor edits
 # checked against its ground truth, with and without the history. Debian's 1.37.0 tarball when apt has
-# trixie's deb-src (else git archive of the tag). About 10 minutes.
+# trixie's deb-src (else git archive of the tag). Two ingests (this code and the commit before review
+# evidence, --before) of 5-25 minutes each on these shared machines, then the scans.
 EVIDENCE_CACHE ?= .cache/bench/evidence
 BUSYBOX_MIRROR ?= /work/.mirror/mirror+busybox/repo
 BUSYBOX_W32 ?= /work/.mirror/rmyorston+busybox-w32/repo
