@@ -16,7 +16,7 @@ AWSCLI_VENV := .cache/awscli
 AWSCLI := $(AWSCLI_VENV)/bin/aws
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install awscli demo test lint format cases browser bench bench-scale bench-db bench-git bench-linux fuzz clean package package-bench image image-test
+.PHONY: install awscli demo test lint format cases browser bench bench-scale bench-db bench-git bench-evidence bench-evidence-kernel bench-linux fuzz clean package package-bench image image-test
 
 install: $(STAMP)
 
@@ -126,6 +126,32 @@ GIT_REPO ?= /work/.mirror/mirror+busybox/repo
 GIT_PACKAGE ?= busybox
 bench-git: install
 	$(BIN)/python bench/git_ingest.py $(GIT_REPO) --package $(GIT_PACKAGE) --out bench-out/git
+
+# Review evidence on BusyBox's real history (issue 24): mirror/busybox plus upstream's branch in
+# rmyorston/busybox-w32 ingested with --history; a 1.37.0 drop with real later commits and vendor edits
+# checked against its ground truth, with and without the history. Debian's 1.37.0 tarball when apt has
+# trixie's deb-src (else git archive of the tag). Two ingests (this code and the commit before review
+# evidence, --before) of 5-25 minutes each on these shared machines, then the scans.
+EVIDENCE_CACHE ?= .cache/bench/evidence
+BUSYBOX_MIRROR ?= /work/.mirror/mirror+busybox/repo
+BUSYBOX_W32 ?= /work/.mirror/rmyorston+busybox-w32/repo
+bench-evidence: install
+	@mkdir -p $(EVIDENCE_CACHE)
+	@ls $(EVIDENCE_CACHE)/busybox_1.37.0.orig.tar.* >/dev/null 2>&1 || \
+	  (cd $(EVIDENCE_CACHE) && apt-get source -qq --download-only busybox/trixie >/dev/null 2>&1) || \
+	  echo "no busybox 1.37.0 source from apt: the drop is built from the tag"
+	$(BIN)/python bench/evidence_busybox.py --mirror $(BUSYBOX_MIRROR) --w32 $(BUSYBOX_W32) \
+	  --cache $(EVIDENCE_CACHE) --runs 3 --out bench-out/evidence \
+	  $$(ls $(EVIDENCE_CACHE)/busybox_1.37.0.orig.tar.* 2>/dev/null | sed 's/^/--tarball /')
+
+# Review evidence on the kernel drop (issue 24): the evidence step's A/B, manifest sizes, packs against a
+# second read of the tarball (bench-out/evidence-kernel/); builds the kernel case as bench-linux does.
+bench-evidence-kernel: install
+	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) linux
+	[ -f .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz ] || \
+	  $(BIN)/python $(CASES_SRC)/build_case.py bench/linux.json --cache $(CASES_DIR) --out .cache/bench/linux >/dev/null
+	$(BIN)/python bench/evidence_kernel.py --upstream $(CASES_DIR)/linux_6.1.176.orig.tar.xz \
+	  --drop .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz --runs 2 --out bench-out/evidence-kernel
 
 # Coverage-guided fuzzing of the archive walker for FUZZ_SECONDS (atheris; crashes land in fuzz-out/).
 FUZZ_SECONDS ?= 120

@@ -7,6 +7,7 @@ The drop is 1.0 with some of those commits applied to some files, vendor edits t
 
 from __future__ import annotations
 
+import json
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from gitrepos import LICENCE, commit, git, sha
 
+from dropscan.cli import main
 from dropscan.gitrepo import GitRepo
 from dropscan.local.embedded import embedded
 from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
@@ -185,25 +187,114 @@ def test_without_the_history_the_same_files_get_their_base_and_diffs_all_vendor(
     assert files["vendor/d_copy.c"]["similar"]["path"] == "d.c"  # from the release alone too
 
 
+def test_lines_upstream_published_in_another_file_are_not_upstream_here(tmp_path: Path) -> None:
+    """Short hunks recur across a history (real BusyBox: a 2024 fix's `+#include <errno.h>` was first
+    added to another file in 1999): the same lines added to another file are that file's change, not
+    this one's, so a vendor adding them is the vendor, and a backport cites its own commit."""
+    repo = tmp_path / "foo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    line = "#include <errno.h>\n"
+    commit(
+        repo, {"LICENSE": LICENCE, "a.c": text(A0), "x.c": text(B0), "y.c": text(C0)}, "Initial", "2001-01-01"
+    )
+    git(repo, "tag", "1_0")
+    early = commit(repo, {"x.c": text([line, *B0])}, "x: errno", "2001-02-01")
+    y1 = edit(C0, 30, "int c_30(void) { return 31; /* not taken */ }\n")
+    commit(repo, {"y.c": text(y1)}, "y: change c_30", "2001-03-01")
+    late = commit(repo, {"y.c": text([line, *y1])}, "y: errno", "2001-04-01")
+    folder = tmp_path / "drop" / "foo-1.0"
+    folder.mkdir(parents=True)
+    tree = {
+        "LICENSE": LICENCE,
+        "a.c": text([*A0[:20], line, *A0[20:]]),
+        "x.c": text(B0),
+        "y.c": text([line, *C0]),
+    }
+    for name, data in tree.items():
+        (folder / name).write_bytes(data)
+    drop = tmp_path / "acme-foo-1.0.tar.gz"
+    with tarfile.open(drop, "w:gz") as tar:
+        tar.add(folder, arcname="foo-1.0")
+    with embedded() as es:
+        releases = Releases(es.client.s3, es.names.upstream_bucket)
+        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
+        files = by_path(scan_and_wait(es, drop).manifest)
+    a, y = files["a.c"]["evidence"], files["y.c"]["evidence"]
+    assert (a["origin"], [(h["new_start"], h["origin"]) for h in a["hunks"]]) == ("vendor", [(21, "vendor")])
+    assert (y["origin"], [(h["new_start"], h["commit"]) for h in y["hunks"]]) == ("upstream", [(1, late)])
+    assert early not in json.dumps(files)
+
+
+def test_a_commit_the_base_already_holds_is_not_cited(tmp_path: Path) -> None:
+    """One file's history can publish the same lines twice (real BusyBox: hash_md5_sha.c gained
+    `# endif` in 2022, before 1.37.0, and again in 2024): the backport cites the later commit, which
+    the base lacks, not the earlier one already in it."""
+    repo = tmp_path / "foo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    line = "#endif\n"
+    y1 = [*C0[:10], line, *C0[10:]]
+    commit(repo, {"LICENSE": LICENCE, "y.c": text(C0), "a.c": text(A0)}, "Initial", "2001-01-01")
+    held_commit = commit(repo, {"y.c": text(y1)}, "y: endif", "2001-02-01")
+    git(repo, "tag", "1_0")
+    y2 = edit(y1, 30, "int c_29(void) { return 30; /* not taken */ }\n")
+    commit(repo, {"y.c": text(y2)}, "y: change c_29", "2001-03-01")
+    late = commit(repo, {"y.c": text([*y2[:50], line, *y2[50:]])}, "y: endif again", "2001-04-01")
+    folder = tmp_path / "drop" / "foo-1.0"
+    folder.mkdir(parents=True)
+    for name, data in {"LICENSE": LICENCE, "a.c": text(A0), "y.c": text([*y1[:50], line, *y1[50:]])}.items():
+        (folder / name).write_bytes(data)
+    drop = tmp_path / "acme-foo-1.0.tar.gz"
+    with tarfile.open(drop, "w:gz") as tar:
+        tar.add(folder, arcname="foo-1.0")
+    with embedded() as es:
+        releases = Releases(es.client.s3, es.names.upstream_bucket)
+        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
+        y = by_path(scan_and_wait(es, drop).manifest)["y.c"]["evidence"]
+    assert (y["origin"], [(h["new_start"], h["commit"]) for h in y["hunks"]]) == ("upstream", [(51, late)])
+    assert held_commit != late
+
+
+def test_the_evidence_data_outlives_the_ingest_that_stored_it(tmp_path: Path) -> None:
+    """`dropscan ingest-git` then `dropscan scan`, each its own run on one --data-dir, as a user runs
+    them: the scan reads the texts, revisions and hunks the ingest stored (they are not in the dump)."""
+    repo, commits = build_repo(tmp_path)
+    drop = build_drop(tmp_path)
+    data, out = tmp_path / "data", tmp_path / "m.json"
+    assert (
+        main(["ingest-git", str(repo), "--package", "foo", "--history", "--quiet", "--data-dir", str(data)])
+        == 0
+    )
+    argv = [
+        "scan",
+        str(drop),
+        "--supplier",
+        "acme",
+        "--quiet",
+        "--data-dir",
+        str(data),
+        "--manifest-out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    files = by_path(json.loads(out.read_text()))
+    a, c = files["a.c"]["evidence"], files["c.c"]["evidence"]
+    assert "error" not in a
+    assert (a["origin"], [h["commit"] for h in a["hunks"]]) == ("upstream", [commits["a2"]])
+    assert (c["origin"], [h["origin"] for h in c["hunks"]]) == ("mixed", ["upstream", "vendor"])
+    # a second ingest with nothing new keeps the contents; the next scan still reads them
+    assert (
+        main(["ingest-git", str(repo), "--package", "foo", "--history", "--quiet", "--data-dir", str(data)])
+        == 0
+    )
+    assert main(argv) == 0
+    assert by_path(json.loads(out.read_text()))["a.c"]["evidence"]["origin"] == "upstream"
+
+
 @pytest.fixture(autouse=True)
 def _git_available() -> None:
     import shutil
 
     if shutil.which("git") is None:
         pytest.fail("git is needed to build the upstream repository")
-
-
-def test_the_embedded_stack_keeps_the_upstream_contents_between_runs(tmp_path: Path) -> None:
-    # Given a release ingested by one run of the embedded stack with a data directory
-    repo, commits = build_repo(tmp_path)
-    data = tmp_path / "data"
-    with embedded(data_dir=data) as es:
-        releases = Releases(es.client.s3, es.names.upstream_bucket)
-        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
-        es.client.changed = True
-    # When a later run scans a drop
-    with embedded(data_dir=data) as es:
-        m = scan_and_wait(es, build_drop(tmp_path)).manifest
-    # Then the diffs and the hunk index were there: the backport is told apart as in one run
-    a = by_path(m)["a.c"]["evidence"]
-    assert a["origin"] == "upstream" and a["hunks"][0]["commit"] == commits["a2"]

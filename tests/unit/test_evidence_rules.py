@@ -57,15 +57,17 @@ def test_a_change_has_one_fingerprint_wherever_it_lands_and_whatever_its_line_en
     here = diff(OLD, replace(OLD, 10, b"line ten\n"))
     there = diff(b"other\n" * 5 + OLD, b"other\n" * 5 + replace(OLD, 10, b"line ten\r\n"))
     assert (here[0].new_start, there[0].new_start) == (11, 16)
-    assert here[0].fingerprint == there[0].fingerprint == fingerprint([b"line 10\n"], [b"line ten\n"])
-    assert fingerprint([b"line 10\n"], [b"line 11\n"]) != here[0].fingerprint
+    want = fingerprint("x.c", [b"line 10\n"], [b"line ten\n"])
+    assert here[0].fingerprint("x.c") == there[0].fingerprint("x.c") == want
+    assert fingerprint("x.c", [b"line 10\n"], [b"line 11\n"]) != want
+    assert here[0].fingerprint("y.c") != want  # the same lines changed in another file
 
 
 def test_each_hunk_is_upstream_vendor_or_noise_and_the_file_follows() -> None:
     new = replace(replace(replace(OLD, 5, b"fixed 5\n"), 20, b"vendor 20\n"), 30, b"line 30   \n")
     hunks = diff(OLD, new)
     fix = Published("a" * 40, "1.1", "2001-01-01T00:00:00Z", "fix line 5")
-    ev = evidence_of(Candidate({"path": "x.c"}, hunks), {hunks[0].fingerprint: fix}, None)
+    ev = evidence_of(Candidate({"path": "x.c"}, hunks), {hunks[0].fingerprint("x.c"): [fix]}, None)
     assert [(h["new_start"], h["origin"], h.get("commit")) for h in ev["hunks"]] == [
         (6, "upstream", "a" * 40),
         (21, "vendor", None),
@@ -82,24 +84,24 @@ def test_the_base_is_the_state_with_fewest_unpublished_lines_and_the_release_win
     fix1, fix2 = replace(OLD, 3, b"fix one\n"), replace(OLD, 30, b"fix two\n")
     after_both = replace(fix1, 30, b"fix two\n")
     drop = fix2  # the release with only the later fix backported
-    index = {h.fingerprint: Published("1" * 40, None) for h in diff(release, fix1)}
-    index |= {h.fingerprint: Published("2" * 40, None) for h in diff(fix1, after_both)}
+    index = {h.fingerprint("x.c"): [Published("1" * 40, None)] for h in diff(release, fix1)}
+    index |= {h.fingerprint("x.c"): [Published("2" * 40, None)] for h in diff(fix1, after_both)}
     candidates = [
-        Candidate({"version": "1.0"}, diff(release, drop), preferred=True),
-        Candidate({"commit": "1" * 40}, diff(fix1, drop)),
-        Candidate({"commit": "2" * 40}, diff(after_both, drop)),
+        Candidate({"version": "1.0", "path": "x.c"}, diff(release, drop), preferred=True),
+        Candidate({"commit": "1" * 40, "path": "x.c"}, diff(fix1, drop)),
+        Candidate({"commit": "2" * 40, "path": "x.c"}, diff(after_both, drop)),
     ]
-    assert choose(candidates, index).base == {"version": "1.0"}  # 0 vendor lines: the fix is upstream's
+    assert choose(candidates, index).base["version"] == "1.0"  # 0 vendor lines: the fix is upstream's
     # a file built on a snapshot with a vendor edit: the snapshot explains it with no upstream hunk
     vendor_on_snapshot = replace(after_both, 20, b"vendor\n")
     candidates = [
-        Candidate({"version": "1.0"}, diff(release, vendor_on_snapshot), preferred=True),
-        Candidate({"commit": "3" * 40}, diff(OLD[:0] + b"unrelated\n", vendor_on_snapshot)),
-        Candidate({"commit": "2" * 40}, diff(after_both, vendor_on_snapshot)),
+        Candidate({"version": "1.0", "path": "x.c"}, diff(release, vendor_on_snapshot), preferred=True),
+        Candidate({"commit": "3" * 40, "path": "x.c"}, diff(OLD[:0] + b"unrelated\n", vendor_on_snapshot)),
+        Candidate({"commit": "2" * 40, "path": "x.c"}, diff(after_both, vendor_on_snapshot)),
     ]
     # the same two vendor lines from the release (with both fixes cited) and from the snapshot: the
     # release wins the tie; a state that explains less loses
-    assert choose(candidates, index).base == {"version": "1.0"}
+    assert choose(candidates, index).base["version"] == "1.0"
 
 
 def test_a_long_patch_is_cut_at_a_line_and_says_so() -> None:

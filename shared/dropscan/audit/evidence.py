@@ -3,8 +3,8 @@
 Pure rules: contents in, evidence out (the stage :mod:`dropscan.stages.evidence` fetches the contents
 and the hunk index). Diffs are libgit2's (pygit2), the same algorithm at ingest (each commit's diff)
 and here (base against the drop's file), with no context lines, so that a change upstream published
-yields the same hunk in both: its fingerprint (the removed and the added lines, normalised as the
-``ws`` digest normalises a file) is what the hunk index is keyed by.
+yields the same hunk in both: its fingerprint (the file's path, the removed and the added lines,
+normalised as the ``ws`` digest normalises a file) is what the hunk index is keyed by.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import pygit2
 
 from dropscan.archive.digest import kw_normalise
+from dropscan.models import version_key
 
 UPSTREAM, VENDOR, MIXED, NOISE = "upstream", "vendor", "mixed", "noise"
 #: a patch text longer than this is cut (the manifest says so); the hunks are always whole
@@ -24,6 +25,9 @@ PATCH_LIMIT = 64 * 1024
 CONTEXT = 3
 #: revisions of a path (besides the release's own) a base is chosen among, nearest in time first
 MAX_CANDIDATES = 24
+#: commits kept per fingerprint, earliest first: one file's history can publish the same short lines
+#: again (BusyBox's hash_md5_sha.c gained `# endif` in 2022 and again in 2024)
+MAX_PUBLISHED = 4
 
 
 def normal_line(line: bytes) -> bytes:
@@ -31,9 +35,14 @@ def normal_line(line: bytes) -> bytes:
     return kw_normalise(line).replace(b"\r", b"").rstrip(b" \t\n")
 
 
-def fingerprint(removed: Sequence[bytes], added: Sequence[bytes]) -> str:
-    """What identifies a change wherever it is applied: its normalised removed and added lines."""
-    h = hashlib.sha256()
+def fingerprint(path: str, removed: Sequence[bytes], added: Sequence[bytes]) -> str:
+    """What identifies a change to a file: its path and its normalised removed and added lines.
+
+    The path is part of it: short hunks (an added ``#include <errno.h>`` or ``# endif``) recur all over
+    a project's history, so lines alone cite a 1999 commit to another file for a 2024 fix, and call
+    a vendor's added ``}`` upstream's.
+    """
+    h = hashlib.sha256(path.encode("utf-8", "surrogateescape") + b"\0")
     for line in removed:
         h.update(b"-" + normal_line(line) + b"\n")
     h.update(b"\0")
@@ -58,9 +67,9 @@ class Hunk:
         """Only keywords, line endings or trailing blanks differ."""
         return [normal_line(x) for x in self.removed] == [normal_line(x) for x in self.added]
 
-    @property
-    def fingerprint(self) -> str:
-        return fingerprint(self.removed, self.added)
+    def fingerprint(self, path: str) -> str:
+        """The hunk's key in the hunk index, as a change to the file at ``path``."""
+        return fingerprint(path, self.removed, self.added)
 
     @property
     def size(self) -> int:
@@ -110,14 +119,35 @@ class Published:
         return [self.commit, self.release, self.date, self.subject]
 
 
-def origins(hunks: Iterable[Hunk], index: Mapping[str, Published]) -> list[tuple[str, Published | None]]:
-    """Each hunk's origin (noise, upstream with the commit, or vendor)."""
+#: fingerprint -> the commits that published that change, earliest first
+Index = Mapping[str, Sequence[Published]]
+
+
+def published_list(raw: Sequence[Any]) -> list[Published]:
+    """An index entry as stored: a list of commits, or (written before) a single one."""
+    if raw and isinstance(raw[0], str):
+        return [Published.from_json(raw)]
+    return [Published.from_json(r) for r in raw]
+
+
+def held(pub: Published, base: Mapping[str, Any]) -> bool:
+    """Whether the base (a release) already holds the commit: then it cannot have made a change from
+    the base to the drop. A base that is a commit of the history is not told (no ancestry here)."""
+    version = base.get("version")
+    return bool(version and pub.release and version_key(pub.release) <= version_key(version))
+
+
+def origins(
+    hunks: Iterable[Hunk], index: Index, base: Mapping[str, Any]
+) -> list[tuple[str, Published | None]]:
+    """Each hunk's origin (noise, upstream with the commit, or vendor) in a file diffed against
+    ``base``: the earliest commit publishing the change at the base's path that the base lacks."""
     out: list[tuple[str, Published | None]] = []
     for h in hunks:
         if h.noise:
             out.append((NOISE, None))
             continue
-        found = index.get(h.fingerprint)
+        found = next((p for p in index.get(h.fingerprint(base["path"]), ()) if not held(p, base)), None)
         out.append((UPSTREAM, found) if found else (VENDOR, None))
     return out
 
@@ -138,26 +168,24 @@ class Candidate:
     hunks: list[Hunk]
     preferred: bool = False  # the component's matched release: wins ties
 
-    def score(self, index: Mapping[str, Published]) -> tuple[int, int, int]:
+    def score(self, index: Index) -> tuple[int, int, int]:
         """Lines no upstream commit explains, then not the matched release, then lines changed."""
-        kinds = origins(self.hunks, index)
+        kinds = origins(self.hunks, index, self.base)
         vendor = sum(h.size for h, (kind, _) in zip(self.hunks, kinds, strict=True) if kind == VENDOR)
         return vendor, 0 if self.preferred else 1, sum(h.size for h in self.hunks)
 
 
-def choose(candidates: Sequence[Candidate], index: Mapping[str, Published]) -> Candidate:
+def choose(candidates: Sequence[Candidate], index: Index) -> Candidate:
     """The base the file is nearest to: the fewest changed lines that upstream did not publish; on a
     tie the component's release (a file built on it with upstream fixes applied is that release plus
     backports, not a later state minus the fixes it lacks), then the fewest changed lines."""
     return min(enumerate(candidates), key=lambda ic: (*ic[1].score(index), ic[0]))[1]
 
 
-def evidence_of(
-    chosen: Candidate, index: Mapping[str, Published], patch: tuple[str, bool] | None
-) -> dict[str, Any]:
+def evidence_of(chosen: Candidate, index: Index, patch: tuple[str, bool] | None) -> dict[str, Any]:
     """The manifest's ``evidence`` object for a file diffed against ``chosen``."""
     hunks: list[dict[str, Any]] = []
-    kinds = origins(chosen.hunks, index)
+    kinds = origins(chosen.hunks, index, chosen.base)
     for h, (kind, pub) in zip(chosen.hunks, kinds, strict=True):
         entry: dict[str, Any] = {
             "old_start": h.old_start,

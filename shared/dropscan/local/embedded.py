@@ -19,7 +19,7 @@ from dropscan.audit.decisions import export_text, parse_export
 from dropscan.forked import Forked
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.stack import REGION, DeployedStack, deploy
-from dropscan.store.content import ContentStore
+from dropscan.store.content import LOCAL_ENV, ContentStore
 from dropscan.store.dump import SCANS_FOLDER, export_db, import_db, load_scans, save_scans
 from dropscan.store.scans import now
 from dropscan.store.services import reset as reset_services
@@ -162,10 +162,8 @@ SCHEDULE_EVERY_S = 30.0
 
 
 DB_FILE = "upstream-db.jsonl.gz"
-
-
-#: upstream contents for review evidence (store.content), kept as the objects' own files
-CONTENT_FOLDER = "upstream-content"
+#: the upstream texts, revisions and hunks review evidence reads (``content/`` of the upstream bucket)
+CONTENT_FOLDER = "content"
 
 
 def _load_db(client: Client, s3: Any, data_dir: Path) -> None:
@@ -173,7 +171,6 @@ def _load_db(client: Client, s3: Any, data_dir: Path) -> None:
     if dump.is_file():
         with dump.open("rb") as f:
             import_db(client.db, s3, client.names.upstream_bucket, f)
-    ContentStore(s3, client.names.upstream_bucket).load_from(data_dir / CONTENT_FOLDER)
 
 
 DECISIONS_FILE = "decisions.json"
@@ -198,8 +195,9 @@ def _save_db(client: Client, s3: Any, data_dir: Path) -> None:
     tmp = data_dir / (DB_FILE + ".tmp")
     with tmp.open("wb") as f:
         export_db(client.db, s3, client.names.upstream_bucket, f, via_export=True)
-    tmp.replace(data_dir / DB_FILE)  # never leave a half-written database behind
+    # the contents first: a database whose evidence data is not beside it yet is never left behind
     ContentStore(s3, client.names.upstream_bucket).save_to(data_dir / CONTENT_FOLDER)
+    tmp.replace(data_dir / DB_FILE)  # never leave a half-written database behind
 
 
 @contextmanager
@@ -238,6 +236,7 @@ def embedded(
             if data_dir is not None:
                 if upstream:
                     _load_db(client, s3, data_dir)
+                    os.environ[LOCAL_ENV] = str(data_dir / CONTENT_FOLDER)  # read in place, not loaded
                 _load_decisions(client, data_dir)
                 load_scans(
                     session.client("dynamodb"),

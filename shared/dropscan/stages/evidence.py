@@ -14,7 +14,7 @@ from typing import Any
 
 from dropscan.audit import evidence, similarity
 from dropscan.audit.components import release_paths
-from dropscan.audit.evidence import Candidate, Published
+from dropscan.audit.evidence import Candidate, Published, published_list
 from dropscan.store.content import ContentStore, Location, hunk_shard, path_shard
 from dropscan.store.services import Services
 
@@ -301,7 +301,7 @@ def _diff_all(
     jobs: list[tuple[dict[str, Any], _Component, list[Candidate]]],
     content: Mapping[str, bytes],
     blobs: Mapping[str, bytes],
-) -> dict[str, Published]:
+) -> dict[str, list[Published]]:
     """Diff every candidate; return the hunk index entries of every fingerprint met (batched by shard)."""
     asked: dict[str, set[str]] = {}
     for f, comp, candidates in jobs:
@@ -312,12 +312,15 @@ def _diff_all(
                 continue
             c.hunks = evidence.diff(old, new)
             if comp.history:
-                asked.setdefault(comp.package, set()).update(h.fingerprint for h in c.hunks if not h.noise)
-    index: dict[str, Published] = {}
+                path = c.base["path"]
+                asked.setdefault(comp.package, set()).update(
+                    h.fingerprint(path) for h in c.hunks if not h.noise
+                )
+    index: dict[str, list[Published]] = {}
     for package, fps in asked.items():
         shards = store.shards(package, "hunks", {hunk_shard(fp) for fp in fps})
         for fp in fps:
             raw = shards.get(hunk_shard(fp), {}).get(fp)
             if raw is not None:
-                index[fp] = Published.from_json(raw)
+                index[fp] = published_list(raw)
     return index

@@ -24,7 +24,7 @@ from pygit2.enums import DeltaStatus
 
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit import similarity
-from dropscan.audit.evidence import Published, hunks_of
+from dropscan.audit.evidence import MAX_PUBLISHED, Published, hunks_of, published_list
 from dropscan.gitbundle import init_repo, unbundle
 from dropscan.gitrepo import LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
 from dropscan.keys import parse_git_bundle_key
@@ -107,7 +107,8 @@ class _Changes:
     every revision of every path (:mod:`dropscan.store.content`)."""
 
     releases: dict[str, str]  # commit -> the first release (by version) that holds it
-    hunks: dict[str, list[Any]] = field(default_factory=dict)  # fingerprint -> Published.to_json()
+    #: fingerprint (path, lines) -> the commits publishing it (Published.to_json()), earliest first
+    hunks: dict[str, list[list[Any]]] = field(default_factory=dict)
     revisions: dict[str, list[list[Any]]] = field(default_factory=dict)  # path -> [[sha256, commit, date]]
     diffs: int = 0
     failed: int = 0
@@ -137,7 +138,9 @@ class _Changes:
             if delta.status == DeltaStatus.MODIFIED and not delta.is_binary:
                 for h in hunks_of(patch):
                     if not h.noise:
-                        self.hunks.setdefault(h.fingerprint, published)  # parents first: the earliest wins
+                        cited = self.hunks.setdefault(h.fingerprint(delta.new_file.path), [])
+                        if len(cited) < MAX_PUBLISHED and published not in cited:
+                            cited.append(published)  # parents first: the earliest first
 
 
 def ingest_git(
@@ -345,12 +348,17 @@ def _store_evidence(
     }
     if changes is None:
         return out
-    hunks: dict[int, dict[str, list[Any]]] = {}
-    for fp, pub in changes.hunks.items():
-        hunks.setdefault(hunk_shard(fp), {})[fp] = pub
+    hunks: dict[int, dict[str, list[list[Any]]]] = {}
+    for fp, pubs in changes.hunks.items():
+        hunks.setdefault(hunk_shard(fp), {})[fp] = pubs
     old = content.shards(package, "hunks", hunks)
     for n, new in hunks.items():
-        hunks[n] = {**new, **(old.get(n) or {})}  # an earlier run's commits are earlier: they stay
+        kept = {fp: [p.to_json() for p in published_list(raw)] for fp, raw in (old.get(n) or {}).items()}
+        for fp, pubs in new.items():  # an earlier run's commits are earlier: they come first
+            listed = kept.setdefault(fp, [])
+            listed.extend(p for p in pubs if p not in listed)
+            del listed[MAX_PUBLISHED:]
+        hunks[n] = kept
     content.put_shards(package, "hunks", hunks)
     by_shard: dict[int, dict[str, list[list[Any]]]] = {}
     for path, revs in changes.revisions.items():

@@ -45,6 +45,9 @@ COALESCE_GAP = 1024 * 1024
 #: a pack object is closed past this size and the next one begun
 SEGMENT_BYTES = 8 * 1024 * 1024
 CONTENT_PREFIX = "content/"
+#: a folder holding ``content/`` objects of earlier runs, read where the bucket lacks them: the embedded
+#: stack's data dir (uploading its packs into moto at each start cost minutes; a scan reads a few)
+LOCAL_ENV = "DROPSCAN_LOCAL_CONTENT"
 _LEVEL = 1  # the fastest level: a few more bytes stored for a much faster ingest (docs/design.md)
 
 #: where a blob lies: (pack key, offset, compressed length)
@@ -151,6 +154,15 @@ class ContentStore:
         self.bucket = bucket
         self.threads = threads
         self.stats = ContentStats()
+        local = os.environ.get(LOCAL_ENV)
+        self.local = Path(local) if local else None
+
+    def _local(self, key: str) -> Path | None:
+        """The local copy of an object the bucket lacks (see :data:`LOCAL_ENV`), if there is one."""
+        if self.local is None:
+            return None
+        path = self.local / key.removeprefix(CONTENT_PREFIX)
+        return path if path.is_file() else None
 
     # ------------------------------------------------------------------ written at ingest
     def put_pack(self, segments: Iterable[tuple[Path, str]]) -> None:
@@ -177,50 +189,15 @@ class ContentStore:
     def _put(self, key: str, data: Any) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=_gz_json(data), ContentEncoding="gzip")
 
-    # ------------------------------------------------------------------ kept as files (the embedded stack)
-    def save_to(self, folder: Path) -> int:
-        """Copy every ``content/`` object that is new or changed since the last save into ``folder``
-        (packs never change; shards and indexes are rewritten); returns how many were copied."""
-        ledger_path = folder / ".etags.json"
-        ledger: dict[str, str] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
-        copied = 0
-        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=CONTENT_PREFIX)
-        for page in pages:
-            for obj in page.get("Contents", []):
-                key, etag = obj["Key"], obj.get("ETag", "")
-                if ledger.get(key) == etag and (folder / key).is_file():
-                    continue
-                dest = folder / key
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                self.s3.download_file(self.bucket, key, str(dest) + ".tmp")
-                os.replace(str(dest) + ".tmp", dest)
-                ledger[key] = etag
-                copied += 1
-        if copied:
-            folder.mkdir(parents=True, exist_ok=True)
-            ledger_path.write_text(json.dumps(ledger))
-        return copied
-
-    def load_from(self, folder: Path) -> int:
-        """Put back what :meth:`save_to` kept (their etags, recorded anew, stay the ledger's)."""
-        root = folder / CONTENT_PREFIX
-        if not root.is_dir():
-            return 0
-        ledger: dict[str, str] = {}
-        for path in sorted(root.rglob("*")):
-            if path.is_file() and not path.name.endswith(".tmp"):
-                key = path.relative_to(folder).as_posix()
-                self.s3.upload_file(str(path), self.bucket, key)
-                ledger[key] = self.s3.head_object(Bucket=self.bucket, Key=key).get("ETag", "")
-        (folder / ".etags.json").write_text(json.dumps(ledger))
-        return len(ledger)
-
     # ------------------------------------------------------------------ read by scans (and ingests)
     def _get_json(self, key: str) -> Any:
         try:
             body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except self.s3.exceptions.NoSuchKey:
-            return None
+            local = self._local(key)
+            if local is None:
+                return None
+            body = local.read_bytes()
         self.stats.gets += 1
         self.stats.bytes_read += len(body)
         return json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
@@ -268,8 +245,14 @@ class ContentStore:
 
         def read(job: tuple[str, int, int, list[tuple[str, int, int]]]) -> dict[str, bytes]:
             key, start, end, members = job
-            got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
-            body = got["Body"].read()
+            local = self._local(key)
+            if local is not None:  # packs never change: a local copy is the object
+                with local.open("rb") as f:
+                    f.seek(start)
+                    body = f.read(end - start)
+            else:
+                got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+                body = got["Body"].read()
             self.stats.gets += 1
             self.stats.bytes_read += len(body)
             return {sha: zlib.decompress(body[off - start : off - start + n]) for sha, off, n in members}
@@ -279,3 +262,28 @@ class ContentStore:
             for got in pool.map(read, reads):
                 out.update(got)
         return out
+
+    # ------------------------------------------------------------------ kept beside a local database
+    def save_to(self, folder: Path) -> int:
+        """Copy every ``content/`` object of the bucket into ``folder`` (the embedded stack keeps them
+        beside its database dump, which holds digests and path lists only, and reads them from there:
+        :data:`LOCAL_ENV`); returns how many were written.
+
+        A pack is never rewritten once uploaded (each ingest writes a new one), so one already in
+        ``folder`` at its size is left alone: a save after a small ingest does not copy every pack.
+        """
+        written = 0
+        for page in self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=CONTENT_PREFIX
+        ):
+            for obj in page.get("Contents", []):
+                key = obj["Key"]
+                path = folder / key.removeprefix(CONTENT_PREFIX)
+                if key.endswith(".pack") and path.is_file() and path.stat().st_size == obj["Size"]:
+                    continue
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(path.name + ".tmp")
+                self.s3.download_file(self.bucket, key, str(tmp))
+                tmp.replace(path)  # never leave a half-written object behind
+                written += 1
+        return written
