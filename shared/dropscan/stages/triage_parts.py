@@ -112,7 +112,12 @@ def run_part(svc: Services, message: dict[str, Any]) -> None:
         found = triage.PartTriage(n, error=f"{type(e).__name__}: {e}"[:300])
     found.seconds = time.perf_counter() - started
     svc.work.put_json(work_key(scan_id, RESULTS, n), found.to_json())
-    if svc.scans.triage_part_done(scan_id, n):
+    complete = svc.scans.triage_part_done(scan_id, n)
+    logger.info(
+        "triage part done",
+        extra={"scan_id": scan_id, "part": n, "contents": len(entries), "seconds": round(found.seconds, 3)},
+    )
+    if complete:
         svc.work.send_triage(scan_id, message["key"], assemble=True)
 
 
