@@ -97,7 +97,7 @@ def scan(drop: Path, work: Path) -> dict[str, Any]:
             "status": m["status"],
             "review": m["summary"]["review"],
             "stages": m["stats"]["seconds"],
-            "triage": {k: m["triage"].get(k) for k in ("files", "distinct", "limited", "seconds")},
+            "triage": {k: m["triage"].get(k) for k in ("files", "distinct", "limited", "parts", "seconds")},
             "manifest": str(manifest),
             "manifest_mb": round(manifest.stat().st_size / 1e6, 1),
         }

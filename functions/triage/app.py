@@ -1,4 +1,5 @@
-"""triage: a classified scan -> licences and red flags of its review set, the reports, the manifest."""
+"""triage: a classified scan -> licences and red flags of its review set, the reports, the manifest
+(or, for a review set past one invocation, a part of it, or the assembly of its parts)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dropscan.events import json_body
-from dropscan.stages.triage import triage_scan
+from dropscan.stages.triage_parts import triage_message
 from dropscan.store.services import current_services
 
 logger = Logger()
@@ -20,7 +21,7 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def record_handler(record: SQSRecord) -> None:
-    if triage_scan(current_services(), json_body(record)):
+    if triage_message(current_services(), json_body(record), record.message_id):
         metrics.add_metric(name="ManifestsWritten", unit="Count", value=1)
 
 

@@ -277,6 +277,8 @@ class Scan:
     finalized_at: str | None = None
     finalizer: str | None = None  # the finalize message that claimed the scan
     pending: str | None = None  # "open" until the scan has its manifest
+    triage_parts: int = 0  # invocations triage was fanned out to (0: one, the usual case)
+    triage_done: AbstractSet[str] = frozenset()  # the triage parts counted done
 
     def part_closed(self, part: str = ROOT) -> bool:
         """Whether ``part`` counted its chunks (on a scan of the earlier layout: whether the unpack did)."""

@@ -30,6 +30,7 @@ class Settings:
     triage_max_files: int = 20_000  # distinct review contents detected in full (TriageMaxFiles)
     triage_max_mib: int = 512  # review content held for triage at once (TriageMaxMiB)
     triage_budget_seconds: float = 600.0  # detection time before the rest is read for tags only
+    triage_max_parts: int = 1  # invocations a review set past those limits is cut into (TriageMaxParts)
     report_link_expiry: int = 43200  # seconds; also bounded by the function role's session
     scratch_dir: str | None = None  # where triage spools the drop (Lambda: /tmp)
     chunk_size: int = 1000  # most files a chunk holds
@@ -77,6 +78,7 @@ class Settings:
             triage_max_files=int(e.get("TRIAGE_MAX_FILES", "20000")),
             triage_max_mib=int(e.get("TRIAGE_MAX_MIB", "512")),
             triage_budget_seconds=float(e.get("TRIAGE_BUDGET_SECONDS", "600")),
+            triage_max_parts=int(e.get("TRIAGE_MAX_PARTS", "1")),
             report_link_expiry=int(e.get("REPORT_LINK_EXPIRY", "43200")),
             scratch_dir=e.get("SCRATCH_DIR") or None,
             idempotency_table=e["IDEMPOTENCY_TABLE"],
@@ -113,6 +115,7 @@ class Settings:
             max_files=self.triage_max_files,
             max_mib=self.triage_max_mib,
             budget_seconds=self.triage_budget_seconds,
+            max_parts=self.triage_max_parts,
         )
 
     def walk_limits(self) -> Limits:

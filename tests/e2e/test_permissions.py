@@ -5,7 +5,8 @@ The calls are recorded on the real clients while the functions run a scenario th
 needing a permission: ingest (of a release archive, and of a git bundle in several parts), a scan whose
 chunk is spilled to S3 and whose nested archive is checked against the upstream table and then fanned
 out to an unpack invocation of its own, an unpack that fails once, a redelivered chunk, a poison chunk
-and a poison upload swept as failed, a duplicate notification, and a plain scan through finalize.
+and a poison upload swept as failed, a duplicate notification, and a plain scan through finalize whose
+triage is fanned out to two parts and assembled.
 """
 
 from __future__ import annotations
@@ -164,7 +165,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     tmp_path = tmp_path_factory.mktemp("permissions")
     # FanOutMiB 0: the nested archive is a part of its own (copied to work/, sent to the upload queue)
     # IngestBudgetSeconds 0: a git bundle's ingest stops after each tag and sends itself the rest
-    params = {**FAST, "ChunkSize": "1000", "FanOutMiB": "0", "IngestBudgetSeconds": "0"}
+    # TriageMaxFiles 1: the plain scan's two review files are triaged by two parts, then assembled
+    params = {
+        **FAST,
+        "ChunkSize": "1000",
+        "FanOutMiB": "0",
+        "IngestBudgetSeconds": "0",
+        "TriageMaxFiles": "1",
+    }
     with embedded(parameters=params) as stack, Faults() as faults:
         svc = current_services()
         recorder = Recorder(stack)

@@ -1,9 +1,10 @@
 """A drop nothing upstream explains, through the flow with the triage limits set small (issue 22).
 
-Every file is ``added``; the review set is past TriageMaxFiles and TriageMaxMiB (or TriageBudgetSeconds is
-spent before detection starts), so the past-the-limit paths run: the scan still ends ``complete`` in one
-manifest, every report, and one notification, and says which files were not examined in full. The same
-parameters bound the deployed function; the figures at 120,000 files are in docs/design.md (`make bench`).
+Every file is ``added``; the review set is past TriageMaxFiles and TriageMaxMiB even when fanned out to
+the most TriageMaxParts allows (or TriageBudgetSeconds is spent before detection starts), so the
+past-the-limit paths run: the scan still ends ``complete`` in one manifest, every report, and one
+notification, and says which files were not examined in full. The same parameters bound the deployed
+function; the figures at 120,000 files are in docs/design.md (`make bench`).
 """
 
 from __future__ import annotations
@@ -36,8 +37,12 @@ def drop_files(copies: int, distinct: int) -> dict[str, bytes]:
 @pytest.mark.parametrize(
     ("limits", "expect"),
     [
-        # 601 contents: 50 in full, heads until 1 MiB is held (about 2 KB each), the rest not read
-        ({"TriageMaxFiles": "50", "TriageMaxMiB": "1"}, {"tags_only": True, "not_read": True}),
+        # 601 contents in two triage parts at most: 50 in full; the last part, holding the other 551,
+        # 50 in full, heads until 1 MiB is held (about 2 KB each), the rest not read
+        (
+            {"TriageMaxFiles": "50", "TriageMaxMiB": "1", "TriageMaxParts": "2"},
+            {"tags_only": True, "not_read": True},
+        ),
         # the detection budget is spent before the first content: all of it by its tags only
         ({"TriageBudgetSeconds": "0"}, {"tags_only": True, "not_read": False}),
     ],
@@ -71,6 +76,7 @@ def test_a_review_set_past_the_triage_limits_ends_complete_in_one_manifest_and_o
     assert len(copies) == 600
     [limit_flag] = [f for f in manifest["flags"] if f["kind"] == "review-limit"]
     assert limit_flag["path"] == "" and limit_flag["evidence"] == "; ".join(limited["reasons"])
+    assert manifest["triage"].get("parts") == (2 if "TriageMaxParts" in limits else None)
     assert manifest["verdict"] == "action-required"
 
     assert note.attributes["status"] == "complete"

@@ -232,6 +232,7 @@ def test_triage_limits_reach_the_triage_function_and_its_budget_ends_before_its_
         ("TRIAGE_MAX_FILES", "TriageMaxFiles"),
         ("TRIAGE_MAX_MIB", "TriageMaxMiB"),
         ("TRIAGE_BUDGET_SECONDS", "TriageBudgetSeconds"),
+        ("TRIAGE_MAX_PARTS", "TriageMaxParts"),
     ):
         assert merged[var] == {"Ref": param}
     assert int(parameters["TriageBudgetSeconds"]["MaxValue"]) < int(parameters["FunctionTimeout"]["MaxValue"])

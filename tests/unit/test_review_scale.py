@@ -9,73 +9,15 @@ from typing import Any
 import pytest
 
 from dropscan.archive.extract import contents_by_digest
-from dropscan.audit.licenses import LicenseFinding, TagDetector
-from dropscan.audit.manifest import build_manifest, validate
+from dropscan.audit.licenses import TagDetector
+from dropscan.audit.manifest import validate
 from dropscan.audit.triage import apply, read_plan, triage_manifest
 from dropscan.audit.triage_plan import NOT_READ, TAGS_ONLY, TriageLimits
 from dropscan.reports import FORMATS, render
 from dropscan.reports.summary import body
 
 from helpers.builders import make_tar
-
-LICENSED = b"/* SPDX-License-Identifier: Apache-2.0 */\nint helper(void);\n"
-RESTRICTED = b"/* For non-commercial use only. */\nint helper(void);\n"
-
-
-class CountingDetector(TagDetector):
-    """The tags detector, counting the texts it is given (to show each content is detected once)."""
-
-    name = "spdx-tags"
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
-    def detect(self, text: str, *, thorough: bool = False) -> list[LicenseFinding]:
-        self.texts.append(text)
-        return super().detect(text, thorough=thorough)
-
-
-def record(path: str, data: bytes, cls: str = "added") -> dict[str, Any]:
-    return {
-        "path": path,
-        "size": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "kind": "text",
-        "class": cls,
-    }
-
-
-def manifest_of(contents: dict[str, bytes], *, copying: bytes | None = None) -> dict[str, Any]:
-    """A complete manifest of ``contents`` (path -> bytes) under the component ``bsp/``, all added."""
-    files = [record(p, d) for p, d in contents.items()]
-    if copying is not None:
-        files.append(record("bsp/COPYING", copying, "identical"))
-    for f in files:
-        f["component"] = "bsp/"
-    classes = {c: 0 for c in ("empty", "identical", "vcs-keywords", "whitespace", "low-trust", "modified")}
-    component: dict[str, Any] = {
-        "prefix": "bsp/",
-        "package": None,
-        "version": None,
-        "identified": False,
-        "match_pct": 0.0,
-        "files": len(files),
-        "classes": classes | {"added": len(contents), "identical": 1 if copying else 0},
-        "missing": [],
-    }
-    return build_manifest(
-        scan_id="s-" + "0" * 24,
-        supplier="acme",
-        source={"bucket": "b", "key": "drops/acme/bsp.tar.gz", "size": 1, "sha256": "0" * 64},
-        status="complete",
-        reason=None,
-        files=files,
-        components=[component],
-        mismatches=[],
-        stats={"seconds": {}},
-        created_at="2026-12-05T00:00:00+00:00",
-        finished_at="2026-12-05T00:01:00+00:00",
-    )
+from helpers.review import LICENSED, RESTRICTED, CountingDetector, manifest_of
 
 
 def content_of(contents: dict[str, bytes]) -> dict[str, bytes]:

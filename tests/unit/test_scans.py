@@ -165,3 +165,25 @@ def test_exactly_one_update_sees_the_scan_complete_whatever_the_order(store: Sca
 def test_chunks_are_read_back_in_the_order_one_walk_meets_them() -> None:
     tags = ["0+10/0", "0+2/1", "1", "0+2/0", "0", "0+1/0", "10", "2"]
     assert sorted(tags, key=walk_order) == ["0", "1", "2", "10", "0+1/0", "0+2/0", "0+2/1", "0+10/0"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_triage_parts_count_once_in_any_order_and_one_assembler_claims(store: ScanStore, seed: int) -> None:
+    """Each triage part counts itself once, redelivered or not; only the set's completion answers True
+    (and a repeat of a counted part after it, whose earlier run may have died before handing on)."""
+    store.begin("s", UPLOAD)
+    store.set_triage_parts("s", 5)
+    deliveries = [0, 1, 2, 3, 4, *random.Random(seed).choices(range(5), k=4)]
+    random.Random(seed).shuffle(deliveries)
+    answers = []
+    for n in deliveries:
+        answers.append(store.triage_part_done("s", n))
+    first_complete = answers.index(True)
+    assert len(set(deliveries[: first_complete + 1])) == 5 and len(set(deliveries[:first_complete])) == 4
+    assert all(answers[first_complete:])  # every later delivery is a redelivery of a counted part
+    scan = store.get("s")
+    assert scan is not None and scan.triage_parts == 5 and scan.triage_done == {"0", "1", "2", "3", "4"}
+
+    assert store.claim_assembly("s", "m-1")
+    assert store.claim_assembly("s", "m-1")  # the winning message, redelivered
+    assert not store.claim_assembly("s", "m-2")

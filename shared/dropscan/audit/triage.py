@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,7 +23,7 @@ from dropscan.audit.flags import (
     term_flags,
 )
 from dropscan.audit.licenses import RESTRICTED_CATEGORIES, Detector, LicenseFinding, spdx_tags
-from dropscan.audit.triage_plan import FULL, NOT_READ, TAGS_ONLY, Plan, TriageLimits, plan
+from dropscan.audit.triage_plan import FULL, NOT_READ, TAGS_ONLY, Entry, Plan, TriageLimits, plan
 from dropscan.forked import Forked
 
 
@@ -97,9 +98,12 @@ class TriageReport:
     distinct: int = 0  # distinct contents of the review set
     limited: dict[str, str] = field(default_factory=dict)  # path -> TAGS_ONLY | NOT_READ, past a limit
     limit_reasons: list[str] = field(default_factory=list)
+    parts: int = 0  # invocations the review set was detected in (0: this one)
 
     def stats(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"error": self.error} if self.error else {}
+        if self.parts:
+            extra["parts"] = self.parts
         if self.limited:
             modes = list(self.limited.values())
             extra["limited"] = {
@@ -135,15 +139,140 @@ def read_plan(manifest: Mapping[str, Any], limits: TriageLimits | None = None) -
     return plan(review_files(manifest), licence, limits or TriageLimits())
 
 
+def assembly_plan(manifest: Mapping[str, Any], limits: TriageLimits) -> Plan:
+    """What the assembler of a fanned-out triage reads itself: the components' licence files, and the
+    review files of identified components (the evidence step diffs them against upstream), within the
+    limits; the parts detected the review set."""
+    identified = {c["prefix"] for c in manifest.get("components") or [] if c.get("identified")}
+    licence = [f for fs in license_files(manifest["files"]).values() for f in fs]
+    evidence = [f for f in review_files(manifest) if f.get("component", "") in identified]
+    return plan(evidence, licence, limits)
+
+
 @dataclass(frozen=True, slots=True)
 class ContentTriage:
     """What one distinct content says, wherever it lies: licences and restriction terms (paths left
-    empty), how deeply it was read, and its head (for the binary flags, which name the file)."""
+    empty), how deeply it was read, and its head (for the binary flags, which name the file).
+
+    ``size``: the bytes read of it; ``arch``: the architecture flags of a configuration content (a part of
+    a fanned-out triage computes them, since the assembler does not hold the bytes)."""
 
     mode: str
     licenses: list[LicenseFinding]
     terms: list[Flag]
     head: bytes
+    size: int = 0
+    arch: list[Flag] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-serialisable: what a triage part writes for the assembler."""
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "licenses": [x.to_json() for x in self.licenses],
+            "terms": [x.to_json() for x in self.terms],
+            "head": base64.b64encode(self.head).decode(),
+            "size": self.size,
+        }
+        if self.arch is not None:
+            out["arch"] = [x.to_json() for x in self.arch]
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ContentTriage:
+        arch = data.get("arch")
+        return cls(
+            data["mode"],
+            [LicenseFinding(**x) for x in data["licenses"]],
+            [Flag(**x) for x in data["terms"]],
+            base64.b64decode(data["head"]),
+            int(data["size"]),
+            None if arch is None else [Flag(**x) for x in arch],
+        )
+
+
+@dataclass
+class PartTriage:
+    """What one part of a fanned-out triage found: each content it read, those it could not read past
+    its limits, those it did not find in the drop, and why any were not read in full."""
+
+    part: int
+    results: dict[str, ContentTriage] = field(default_factory=dict)
+    not_read: list[str] = field(default_factory=list)
+    truncated: int = 0
+    reasons: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "part": self.part,
+            "results": {d: r.to_json() for d, r in self.results.items()},
+            "not_read": self.not_read,
+            "truncated": self.truncated,
+            "reasons": self.reasons,
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PartTriage:
+        return cls(
+            part=int(data["part"]),
+            results={d: ContentTriage.from_json(r) for d, r in data["results"].items()},
+            not_read=list(data["not_read"]),
+            truncated=int(data["truncated"]),
+            reasons=list(data["reasons"]),
+            seconds=float(data["seconds"]),
+            error=data.get("error"),
+        )
+
+
+def triage_part(
+    part: int,
+    entries: list[Entry],
+    content: Mapping[str, bytes],
+    *,
+    detector: Detector,
+    limits: TriageLimits,
+    read: Plan,
+    declared: str | None,
+    truncated: Iterable[str] = (),
+    workers: int = 1,
+) -> PartTriage:
+    """Detect the contents of one part (``read``: its plan), as triage_manifest does for a whole set."""
+    started = time.perf_counter()
+    out = PartTriage(part, truncated=len(set(truncated)))
+    jobs = [
+        (digest, read.modes.get(digest, FULL), kind)
+        for digest, _, kind, _ in entries
+        if digest in content and read.modes.get(digest, FULL) != NOT_READ
+    ]
+    workers = max(1, min(workers, len(jobs) // MIN_FILES_PER_WORKER))
+    done = _triage_all(jobs, content, detector, time.monotonic() + limits.budget_seconds, workers)
+    out.results = dict(zip((digest for digest, _, _ in jobs), done, strict=True))
+    for digest, _, kind, config in entries:
+        if read.modes.get(digest) == NOT_READ:
+            out.not_read.append(digest)
+        elif digest in out.results and config and declared and kind == "text":
+            arch = arch_flags(config, "", decode(content[digest]), declared)
+            out.results[digest] = replace(out.results[digest], arch=[replace(x, path="") for x in arch])
+    late = sum(1 for d, mode, _ in jobs if mode == FULL and out.results[d].mode != FULL)
+    out.reasons = _limit_reasons(read, late, limits)
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def part_entries(manifest: Mapping[str, Any]) -> list[Entry]:
+    """The distinct review contents of ``manifest`` in the order of the drop, for :func:`cut`."""
+    seen: dict[str, Entry] = {}
+    for f in review_files(manifest):
+        digest = f["sha256"]
+        config = f["path"] if is_config(f["path"]) else None
+        if digest not in seen:
+            seen[digest] = (digest, int(f.get("size") or 0), f["kind"], config)
+        elif config and seen[digest][3] is None:
+            seen[digest] = (*seen[digest][:3], config)
+    return list(seen.values())
 
 
 def triage_manifest(
@@ -156,6 +285,7 @@ def triage_manifest(
     limits: TriageLimits | None = None,
     read: Plan | None = None,
     releases: Mapping[str, Mapping[str, Any] | None] | None = None,
+    parts: Sequence[PartTriage] | None = None,
 ) -> TriageReport:
     """Licences of the components and of each review file, and the red flags, from the files' bytes.
 
@@ -163,7 +293,8 @@ def triage_manifest(
     ``limits`` (``read``: the plan the content was read by). ``workers`` > 1 shares the contents among
     that many processes forked after the detector's index is loaded (the component licences are detected
     first), so they share it copy-on-write. ``releases``: component prefix -> the licence record of its
-    release (component_licence).
+    release (component_licence). ``parts``: the review contents were detected by the parts of a
+    fanned-out triage (``content`` then holds the licence files and what the evidence step reads).
     """
     started = time.perf_counter()
     limits = limits or TriageLimits()
@@ -176,31 +307,60 @@ def triage_manifest(
     kinds: dict[str, str] = {}
     for f in review:
         kinds.setdefault(f["sha256"], f["kind"])
-    jobs = [
-        (digest, read.modes.get(digest, FULL), kind)
-        for digest, kind in kinds.items()
-        if digest in content and read.modes.get(digest, FULL) != NOT_READ
-    ]
     report.distinct = len(kinds)
-    report.workers = max(1, min(workers, len(jobs) // MIN_FILES_PER_WORKER))
-    deadline = time.monotonic() + limits.budget_seconds
-    done = _triage_all(jobs, content, detector, deadline, report.workers)
-    results = dict(zip((digest for digest, _, _ in jobs), done, strict=True))
+    if parts is None:
+        jobs = [
+            (digest, read.modes.get(digest, FULL), kind)
+            for digest, kind in kinds.items()
+            if digest in content and read.modes.get(digest, FULL) != NOT_READ
+        ]
+        report.workers = max(1, min(workers, len(jobs) // MIN_FILES_PER_WORKER))
+        deadline = time.monotonic() + limits.budget_seconds
+        done = _triage_all(jobs, content, detector, deadline, report.workers)
+        results = dict(zip((digest for digest, _, _ in jobs), done, strict=True))
+        unread = {d for d, mode in read.modes.items() if mode == NOT_READ}
+        late = sum(1 for d, mode, _ in jobs if mode == FULL and results[d].mode != FULL)
+        reasons = _limit_reasons(read, late, limits)
+    else:  # detected by the parts of a fanned-out triage: what is left is per file
+        results, unread, reasons = _assembled(report, parts, limits)
     files = _FileFlags(report, content, (manifest.get("source", {}).get("metadata") or {}).get("arch"))
     for f in review:
         report.files += 1
         result = results.get(f["sha256"])
         if result is not None:
             files.add(f, result)
-        elif read.modes.get(f["sha256"]) == NOT_READ:
+        elif f["sha256"] in unread:
             report.limited[f["path"]] = NOT_READ
         else:
             report.not_found += 1
     if report.limited:
-        late = sum(1 for d, mode, _ in jobs if mode == FULL and results[d].mode != FULL)
-        report.limit_reasons = _limit_reasons(read, late, limits)
+        report.limit_reasons = reasons
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _assembled(
+    report: TriageReport, parts: Sequence[PartTriage], limits: TriageLimits
+) -> tuple[dict[str, ContentTriage], set[str], list[str]]:
+    """The parts' results merged: contents -> triage, contents not read, why any was not read in full."""
+    results: dict[str, ContentTriage] = {}
+    unread: set[str] = set()
+    reasons: list[str] = []
+    for p in sorted(parts, key=lambda p: p.part):
+        results.update(p.results)
+        unread.update(p.not_read)
+        report.truncated += p.truncated
+        reasons += p.reasons
+        if p.error and not report.error:
+            report.error = f"triage part {p.part}: {p.error}"[:300]
+    report.parts = len(parts)
+    if reasons:
+        reasons.insert(
+            0,
+            f"the review set was cut into {len(parts)} triage invocations, the most TriageMaxParts "
+            f"({limits.max_parts}) allows; the last one held the rest",
+        )
+    return results, unread, reasons
 
 
 class _FileFlags:
@@ -214,7 +374,7 @@ class _FileFlags:
 
     def add(self, f: Mapping[str, Any], result: ContentTriage) -> None:
         report, digest, path, component = self.report, f["sha256"], f["path"], f.get("component", "")
-        report.bytes += len(self.content[digest])
+        report.bytes += result.size
         if result.mode != FULL:
             report.limited[path] = result.mode
         if result.licenses:
@@ -231,7 +391,10 @@ class _FileFlags:
             self.licence_flags[key] = licence_flags(f, comp, result.licenses)
         report.flags += [replace(x, path=path, component=component) for x in self.licence_flags[key]]
         if self.declared and is_config(path):
-            report.flags += arch_flags(path, component, decode(self.content[digest]), self.declared)
+            if result.arch is not None:  # a part computed them: the bytes are not here
+                report.flags += [replace(x, path=path, component=component) for x in result.arch]
+            elif digest in self.content:
+                report.flags += arch_flags(path, component, decode(self.content[digest]), self.declared)
 
 
 def _limit_reasons(read: Plan, late: int, limits: TriageLimits) -> list[str]:
@@ -255,12 +418,12 @@ def _triage_content(
 ) -> ContentTriage:
     head = data[:64]
     if kind != "text":
-        return ContentTriage(mode, [], [], head)
+        return ContentTriage(mode, [], [], head, len(data))
     if mode == FULL and time.monotonic() > deadline:
         mode = TAGS_ONLY
     text = decode(data)
     found = detector.detect(text) if mode == FULL else spdx_tags(text)
-    return ContentTriage(mode, found, term_flags("", "", text, found), head)
+    return ContentTriage(mode, found, term_flags("", "", text, found), head, len(data))
 
 
 def _triage_some(

@@ -13,6 +13,10 @@ works once per distinct content, and within the template's limits:
 
 Each file past a limit says so (``files[].triage``), ``triage.limited`` counts them, and one
 ``review-limit`` flag tells the reader the review set was larger than one invocation reads in full.
+
+A review set past one invocation's limits is *cut* (:func:`cut`) into parts of distinct contents, each
+within ``TriageMaxFiles`` and ``TriageMaxMiB``, detected by invocations of their own (at most
+``TriageMaxParts``); the last part takes whatever is left past that ceiling, and plans it as above.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class TriageLimits:
     max_mib: int = 512
     budget_seconds: float = 600.0
     head_bytes: int = 16 * 1024  # a tags-only read: SPDX tags and notices sit in a file's head
+    max_parts: int = 1  # invocations a review set past the other limits is cut into (TriageMaxParts)
 
 
 @dataclass
@@ -98,3 +103,37 @@ def plan(
             f"({limits.max_mib:,} MiB)"
         )
     return out
+
+
+#: one distinct content of a part: SHA-256, size, kind, and a configuration path it lies at (or None)
+Entry = tuple[str, int, str, str | None]
+
+
+def needs_parts(read: Plan, limits: TriageLimits) -> bool:
+    """Whether a review set read by ``read`` is cut into parts: something past a limit, and parts allowed."""
+    return limits.max_parts > 1 and any(m != FULL for m in read.modes.values())
+
+
+def cut(contents: Iterable[Entry], limits: TriageLimits) -> list[list[Entry]]:
+    """The distinct review contents, in the order of the drop, cut into parts that each hold at most
+    ``max_files`` contents and ``max_mib`` of bytes; past ``max_parts`` the last part takes the rest
+    (and its own plan reads the contents past its limits for tags only, or not at all)."""
+    budget = limits.max_mib << 20
+    parts: list[list[Entry]] = [[]]
+    held = 0
+    for entry in contents:
+        whole = min(entry[1], CONTENT_LIMIT)
+        last = parts[-1]
+        full = len(last) >= max(limits.max_files, 1) or (last and held + whole > budget)
+        if full and len(parts) < limits.max_parts:
+            parts.append([])
+            held = 0
+        parts[-1].append(entry)
+        held += whole
+    return [p for p in parts if p]
+
+
+def part_plan(part: Iterable[Entry], limits: TriageLimits) -> Plan:
+    """What one part reads: its contents in full within the limits (the last part past the ceiling may
+    hold more, and reads those for tags only, or not at all)."""
+    return plan(({"sha256": d, "size": size} for d, size, _, _ in part), (), limits)

@@ -68,6 +68,13 @@ def _timeout_reason(scan: Scan, at: datetime) -> str:
         of = len(scan.parts_open or ())
         why = f"{len(unfinished)} of {of} unpack parts did not finish: {', '.join(sorted(unfinished)[:5])}"
         return f"timed out: {done} of ? chunks done after {minutes:.0f} min ({why})"
+    if scan.triage_parts and len(scan.triage_done) < scan.triage_parts:
+        # the review set was fanned out to triage parts, and one never counted itself done
+        missing = sorted(set(map(str, range(scan.triage_parts))) - set(scan.triage_done), key=int)
+        return (
+            f"timed out: triage did not finish: {len(scan.triage_done)} of {scan.triage_parts} triage parts "
+            f"done after {minutes:.0f} min (parts not done: {', '.join(missing[:5])})"
+        )
     return f"timed out: {done} of {int(scan.chunks_total or 0)} chunks done after {minutes:.0f} min"
 
 

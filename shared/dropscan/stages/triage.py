@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import IO, Any
 
@@ -31,17 +31,28 @@ class DropReadError(RuntimeError):
     """The drop could not be read again from S3: the triage message comes back and is retried."""
 
 
-def triage_scan(svc: Services, message: dict[str, Any]) -> str | None:
-    """Licences and red flags of the review set, the reports, then the manifest; returns its key."""
+def triage_scan(
+    svc: Services,
+    message: dict[str, Any],
+    *,
+    manifest: dict[str, Any] | None = None,
+    parts: Sequence[triage.PartTriage] | None = None,
+) -> str | None:
+    """Licences and red flags of the review set, the reports, then the manifest; returns its key.
+
+    ``manifest``: the classified manifest, if the caller read it already; ``parts``: what the parts of a
+    fanned-out triage detected (dropscan.stages.triage_parts), assembled here.
+    """
     started = time.perf_counter()
-    with heap.building():
-        manifest: dict[str, Any] = svc.work.get_json(message["key"])
+    if manifest is None:
+        with heap.building():
+            manifest = svc.work.get_json(message["key"])
     key = manifest_key(manifest["supplier"], manifest["scan_id"])
     if svc.work.exists(key):
         return None  # a redelivery after the manifest was written
     workers = svc.settings.triage_workers or usable_cpus()
     if manifest["status"] == "complete":
-        _triage_into(svc, manifest, workers)
+        _triage_into(svc, manifest, workers, parts)
     manifest["reports"] = report_keys(manifest["supplier"], manifest["scan_id"])
     seconds = manifest["stats"]["seconds"]
     seconds["triage"] = round(time.perf_counter() - started, 3)
@@ -61,51 +72,47 @@ def _write_reports(svc: Services, manifest: dict[str, Any], workers: int) -> Non
     manifest["stats"]["seconds"]["reports"] = round(time.perf_counter() - rendering, 3)
 
 
-def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
+def _triage_into(
+    svc: Services, manifest: dict[str, Any], workers: int, parts: Sequence[triage.PartTriage] | None = None
+) -> None:
     """Write the triage into the manifest; a triage that breaks is recorded, not retried forever.
 
     S3 errors propagate (the message returns and is retried); anything else (a detector crash, a
     drop libarchive reads differently the second time) becomes ``triage.error`` in the manifest,
     which then still ends the scan with its classes, and the verdict is at least ``review``.
     """
-    with tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".drop") as spool:
-        extracted = Extracted()
-        upstream: Prefetched | Exception | None = None
-        limits = svc.settings.triage_limits()
-        read = triage.read_plan(manifest, limits)  # what one invocation reads, and how much of each file
-        wanted, caps = read.wanted, read.caps
-        try:
-            streamed = _stream_again(svc, manifest, wanted, caps) if workers > 1 else None
-            reread = streamed or _read_again(svc, manifest, spool, wanted, caps, beside=workers > 1)
-            with reread as reading:
-                # the licence index loads, and the upstream side of the evidence is read, while the drop
-                # is read again
-                upstream = _prefetch_evidence(svc, manifest)
-                detector = licenses.detector(svc.settings.triage_detector)
-                got = reading.result()
-            if isinstance(got, SourceFailed):
-                raise DropReadError(got.message)
-            if got is None:  # not an archive that reads as a stream: from a copy on disk
-                with _read_again(svc, manifest, spool, wanted, caps, beside=False) as reading:
-                    got = reading.result()
-            extracted = got or extracted
-            found = triage.triage_manifest(
-                manifest,
-                extracted.content,
-                detector=detector,
-                truncated=extracted.truncated,
-                workers=workers,
-                limits=limits,
-                read=read,
-                releases=release_licences(svc, manifest),
-            )
-        except (DropReadError, *AWS_ERRORS):
-            raise
-        except Exception as e:  # errors are data: the manifest says triage did not finish
-            logger.exception("triage failed", extra={"scan_id": manifest["scan_id"]})
-            found = triage.TriageReport(
-                detector=svc.settings.triage_detector, error=f"{type(e).__name__}: {e}"[:300]
-            )
+    extracted = Extracted()
+    upstream: Prefetched | Exception | None = None
+
+    def fetch_upstream() -> None:  # the evidence's upstream side, read while the drop is
+        nonlocal upstream
+        upstream = _prefetch_evidence(svc, manifest)
+
+    limits = svc.settings.triage_limits()
+    # what one invocation reads, and how much of each file (assembling parts: what they did not read)
+    read = triage.read_plan(manifest, limits) if parts is None else triage.assembly_plan(manifest, limits)
+    try:
+        extracted, detector = read_drop(
+            svc, manifest, read.wanted, read.caps, workers, meanwhile=fetch_upstream
+        )
+        found = triage.triage_manifest(
+            manifest,
+            extracted.content,
+            detector=detector,
+            truncated=extracted.truncated,
+            workers=workers,
+            limits=limits,
+            read=read,
+            releases=release_licences(svc, manifest),
+            parts=parts,
+        )
+    except (DropReadError, *AWS_ERRORS):
+        raise
+    except Exception as e:  # errors are data: the manifest says triage did not finish
+        logger.exception("triage failed", extra={"scan_id": manifest["scan_id"]})
+        found = triage.TriageReport(
+            detector=svc.settings.triage_detector, error=f"{type(e).__name__}: {e}"[:300]
+        )
     triage.apply(manifest, found)
     _evidence_into(svc, manifest, extracted, upstream)
     decisions.reopen(manifest)  # a decision that did not see what the file now carries
@@ -113,6 +120,34 @@ def _triage_into(svc: Services, manifest: dict[str, Any], workers: int) -> None:
     for f in manifest["files"]:
         if f["sha256"] in extracted.sha1:
             f["sha1"] = extracted.sha1[f["sha256"]]
+
+
+def read_drop(
+    svc: Services,
+    manifest: Mapping[str, Any],
+    wanted: Mapping[str, int],
+    caps: Mapping[str, int],
+    workers: int,
+    *,
+    meanwhile: Callable[[], None] | None = None,
+) -> tuple[Extracted, licenses.Detector]:
+    """The ``wanted`` contents of the drop (at most ``caps`` of each), read again, and the licence
+    detector, whose index loads while the drop is read (DropReadError: the drop could not be read);
+    ``meanwhile`` runs then too, before the index loads."""
+    with tempfile.NamedTemporaryFile(dir=svc.settings.scratch_dir, suffix=".drop") as spool:
+        streamed = _stream_again(svc, manifest, wanted, caps) if workers > 1 else None
+        reread = streamed or _read_again(svc, manifest, spool, wanted, caps, beside=workers > 1)
+        with reread as reading:
+            if meanwhile is not None:
+                meanwhile()
+            detector = licenses.detector(svc.settings.triage_detector)
+            got = reading.result()
+        if isinstance(got, SourceFailed):
+            raise DropReadError(got.message)
+        if got is None:  # not an archive that reads as a stream: from a copy on disk
+            with _read_again(svc, manifest, spool, wanted, caps, beside=False) as reading:
+                got = reading.result()
+    return got or Extracted(), detector
 
 
 def _prefetch_evidence(svc: Services, manifest: dict[str, Any]) -> Prefetched | Exception:

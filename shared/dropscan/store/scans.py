@@ -82,6 +82,9 @@ class ScanItem(Model):
     product_key = UnicodeAttribute(null=True)  # "<supplier>/<product>": the product-scans index
     finished_at = UnicodeAttribute(null=True)  # when its manifest was written
     outcome = MapAttribute[str, Any](null=True)  # verdict and counts of its manifest, for the history
+    triage_parts = NumberAttribute(null=True)  # invocations triage was fanned out to
+    triage_done = UnicodeSetAttribute(null=True)  # the triage parts counted done
+    triage_assembler = UnicodeAttribute(null=True)  # the assemble message that claimed the triage
     open_scans = OpenScans()
     product_scans = ProductScans()
 
@@ -233,6 +236,45 @@ class ScanStore:
             return bool(current and current.finalized_at is None and current.is_complete())
         return _scan_of(item).is_complete()
 
+    def set_triage_parts(self, scan_id: str, parts: int) -> None:
+        """Record that triage was fanned out to ``parts`` invocations, before their messages are sent.
+
+        The cut is deterministic, so a redelivered triage message sets the same count again."""
+        self.model(scan_id).update(actions=[self.model.triage_parts.set(parts)])
+
+    def triage_part_done(self, scan_id: str, part: int) -> bool:
+        """Count triage part ``part`` once; True when every part is counted (the set is complete).
+
+        A redelivered part is not counted twice (the set holds its id already) but is answered from the
+        item again: its earlier run may have died between counting and handing the set on, and the
+        assembler makes a second hand-over harmless (it stops at a written manifest).
+        """
+        item = self.model(scan_id)
+        tag, done = str(part), self.model.triage_done
+        try:
+            item.update(actions=[done.add({tag})], condition=~done.contains(tag))
+        except UpdateError as e:
+            if e.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            item.update(actions=[done.add({tag})])  # a no-op that returns the item
+        total = int(item.triage_parts or 0)
+        return total > 0 and len(item.triage_done or ()) == total
+
+    def claim_assembly(self, scan_id: str, token: str) -> bool:
+        """True for exactly one assemble message (``token``), also when that message is redelivered."""
+        item = self.model(scan_id)
+        try:
+            item.update(
+                actions=[self.model.triage_assembler.set(token)],
+                condition=self.model.triage_assembler.does_not_exist()
+                | (self.model.triage_assembler == token),
+            )
+        except UpdateError as e:
+            if e.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
     def claim_finalize(self, scan_id: str, token: str) -> bool:
         """True for exactly one finalize message (``token``), also when that message is redelivered."""
         item = self.model(scan_id)
@@ -349,4 +391,6 @@ def _scan_of(item: ScanItem) -> Scan:
         finalized_at=item.finalized_at,
         finalizer=item.finalizer,
         pending=item.pending,
+        triage_parts=int(item.triage_parts or 0),
+        triage_done=frozenset(item.triage_done or ()),
     )

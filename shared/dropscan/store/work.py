@@ -107,9 +107,11 @@ class Work:
             QueueUrl=self.settings.finalize_queue_url, MessageBody=json.dumps({"scan_id": scan_id})
         )
 
-    def send_triage(self, scan_id: str, key: str) -> None:
+    def send_triage(self, scan_id: str, key: str, **kind: Any) -> None:
+        """A scan's triage; ``kind``: ``triage_part=n`` (one part of a fanned-out triage), ``assemble``."""
         self.sqs.send_message(
-            QueueUrl=self.settings.triage_queue_url, MessageBody=json.dumps({"scan_id": scan_id, "key": key})
+            QueueUrl=self.settings.triage_queue_url,
+            MessageBody=json.dumps({"scan_id": scan_id, "key": key, **kind}),
         )
 
     def dead_letters(self, queue_url: str) -> Iterator[tuple[str, str]]:
