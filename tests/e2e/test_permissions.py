@@ -172,6 +172,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
         "FanOutMiB": "0",
         "IngestBudgetSeconds": "0",
         "TriageMaxFiles": "1",
+        "TriageMaxParts": "16",  # the deployed default: the scan's triage is cut into parts
     }
     with embedded(parameters=params) as stack, Faults() as faults:
         svc = current_services()

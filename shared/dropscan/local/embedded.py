@@ -155,6 +155,9 @@ LOCAL_PARAMETERS = {
     "DynamoDBReads": "forked",
     "ChunkSize": "5000",
     "ChunkKeys": "5000",
+    # parts run one after another here, each reading the drop again: on one machine a review set past
+    # TriageMaxFiles is read past it by tags, in minutes, as before the fan-out (docs/design.md)
+    "TriageMaxParts": "1",
 }
 
 #: scheduled functions (the sweeper) run this often locally, whatever their rule's rate
