@@ -49,7 +49,10 @@ def test_busybox_drop_matches_ground_truth_on_every_file(busybox_case: Path, tmp
     mail = email.message_from_bytes(eml.read_bytes(), policy=email.policy.default)
     summary = manifest["summary"]
     assert f"{summary['review']} of {summary['files']:,} files" in mail["Subject"]
-    assert "busybox 1.35.0 [busybox-1.35.0-acme/]" in mail.get_content()
+    # the baseline line: no history in the database, so every modified file is vendor-changed
+    assert summary["backported"] == 0 and summary["vendor_changed"] == component["classes"]["modified"]
+    changed = f"{summary['vendor_changed']} vendor-changed files"
+    assert f"busybox 1.35.0 + {changed} [busybox-1.35.0-acme/]" in mail.get_content()
 
     flags = {(f["path"].split("/", 1)[1], f["kind"]): f for f in manifest["flags"]}
     noncommercial = flags["lib/acme_crc.c", "non-commercial"]

@@ -53,9 +53,11 @@ def test_cli_scan_classifies_every_file_and_sends_the_summary(
     [eml] = list((tmp_path / "eml").glob("*.eml"))
     mail = email.message_from_bytes(eml.read_bytes(), policy=email.policy.default)
     assert mail["Subject"] == "dropscan: acme/foo-1.0-acme.tar.gz — review: 2 of 8 files (25.0%) need review"
-    assert (
-        "foo 1.0 [foo-1.0-acme/] — high trust, upstream licence GPL-2.0-only, 8 files" in mail.get_content()
+    # the component line is its baseline: the release and what the vendor changed in it (review evidence)
+    line = (
+        "foo 1.0 + 1 vendor-changed file [foo-1.0-acme/] — high trust, upstream licence GPL-2.0-only, 8 files"
     )
+    assert line in mail.get_content()
     printed = capsys.readouterr().out
     assert "modified  foo-1.0-acme/util.h" in printed
     # the reports beside the local copy of the manifest
