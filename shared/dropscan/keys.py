@@ -15,6 +15,7 @@ DROP_PREFIX = "drops/"
 UPSTREAM_PREFIX = "upstream/"
 RESULTS_PREFIX = "results/"
 RELEASE_PREFIX = "releases/"
+CONTENT_PREFIX = "content/"  # upstream texts, revisions and hunks for review evidence (store.content)
 ROOT = "0"  # the part that unpacks the upload itself
 
 REPORT_FORMATS = ("html", "spdx", "cyclonedx")
@@ -197,3 +198,28 @@ def product_key(supplier: str, product: str) -> str:
 def file_index_key(supplier: str, scan_id: str) -> str:
     """A scan's path -> content index beside its manifest: what the next drop's delta reads."""
     return f"{RESULTS_PREFIX}{supplier}/{scan_id}/files.json.gz"
+
+
+def content_prefix(package: str) -> str:
+    return f"{CONTENT_PREFIX}{package}/"
+
+
+def pack_key(package: str, pack_id: str) -> str:
+    """The prefix of a pack's segment keys (``<prefix>-00000.pack``, ...)."""
+    return f"{content_prefix(package)}packs/{pack_id}"
+
+
+def release_index_key(package: str, version: str) -> str:
+    return f"{content_prefix(package)}releases/{version}.json.gz"
+
+
+def sketches_key(package: str, version: str) -> str:
+    return f"{content_prefix(package)}sketches/{version}.json.gz"
+
+
+def shard_key(package: str, kind: str, shard: int) -> str:
+    return f"{content_prefix(package)}{kind}/{shard:02d}.json.gz"
+
+
+def meta_key(package: str) -> str:
+    return f"{content_prefix(package)}meta.json"

@@ -11,23 +11,11 @@ import pytest
 from dropscan.cli import main
 
 from helpers.builders import EXPECTED_CLASSES, UPSTREAM_FILES, make_tar
+from helpers.flows import cli_scan
 
 
 def scan_classes(drop: Path, data: Path, tmp_path: Path) -> dict[str, str]:
-    out = tmp_path / "m.json"
-    argv = [
-        "scan",
-        str(drop),
-        "--supplier",
-        "acme",
-        "--quiet",
-        "--data-dir",
-        str(data),
-        "--manifest-out",
-        str(out),
-    ]
-    assert main(argv) == 0
-    return {f["path"]: f["class"] for f in json.loads(out.read_text())["files"]}
+    return {f["path"]: f["class"] for f in cli_scan(drop, data, tmp_path / "m.json")["files"]}
 
 
 def ingest(archive: Path, data: Path) -> None:

@@ -21,7 +21,7 @@ from dropscan.local.embedded import embedded
 from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
 from dropscan.store.releases import Releases
 
-from helpers.flows import scan_and_wait
+from helpers.flows import cli_scan, scan_and_wait
 
 
 def source(name: str, n: int = 60) -> list[str]:
@@ -84,8 +84,12 @@ def build_drop(tmp_path: Path) -> Path:
     copy = [line.replace("return", "return 2 *") if i % 3 == 0 else line for i, line in enumerate(D0)]
     tree["vendor/d_copy.c"] = text(copy)
     tree["vendor/own.c"] = text(source("vendor_own"))
+    return tar_drop(tmp_path, tree)
+
+
+def tar_drop(tmp_path: Path, tree: dict[str, bytes]) -> Path:
+    """``tree`` as the supplier's drop: a .tar.gz of one folder ``foo-1.0``."""
     folder = tmp_path / "drop" / "foo-1.0"
-    folder.mkdir(parents=True)
     for name, data in tree.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
@@ -95,6 +99,14 @@ def build_drop(tmp_path: Path) -> Path:
     return out
 
 
+def scan_with_history(repo: Path, drop: Path) -> dict[str, Any]:
+    """The manifest of ``drop`` scanned against ``repo`` ingested as ``foo`` with its history."""
+    with embedded() as es:
+        releases = Releases(es.client.s3, es.names.upstream_bucket)
+        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
+        return scan_and_wait(es, drop).manifest
+
+
 def by_path(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {f["path"].removeprefix("foo-1.0/"): f for f in manifest["files"]}
 
@@ -102,10 +114,7 @@ def by_path(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_backports_vendor_edits_and_mixed_files_are_told_apart_with_the_history(tmp_path: Path) -> None:
     repo, commits = build_repo(tmp_path)
     drop = build_drop(tmp_path)
-    with embedded() as es:
-        releases = Releases(es.client.s3, es.names.upstream_bucket)
-        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
-        m = scan_and_wait(es, drop).manifest
+    m = scan_with_history(repo, drop)
     files = by_path(m)
     comp = m["components"][0]
     assert (comp["package"], comp["version"]) == ("foo", "1.0")
@@ -241,17 +250,8 @@ def test_a_commit_the_base_already_holds_is_not_cited(tmp_path: Path) -> None:
     y2 = edit(y1, 30, "int c_29(void) { return 30; /* not taken */ }\n")
     commit(repo, {"y.c": text(y2)}, "y: change c_29", "2001-03-01")
     late = commit(repo, {"y.c": text([*y2[:50], line, *y2[50:]])}, "y: endif again", "2001-04-01")
-    folder = tmp_path / "drop" / "foo-1.0"
-    folder.mkdir(parents=True)
-    for name, data in {"LICENSE": LICENCE, "a.c": text(A0), "y.c": text([*y1[:50], line, *y1[50:]])}.items():
-        (folder / name).write_bytes(data)
-    drop = tmp_path / "acme-foo-1.0.tar.gz"
-    with tarfile.open(drop, "w:gz") as tar:
-        tar.add(folder, arcname="foo-1.0")
-    with embedded() as es:
-        releases = Releases(es.client.s3, es.names.upstream_bucket)
-        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
-        y = by_path(scan_and_wait(es, drop).manifest)["y.c"]["evidence"]
+    tree = {"LICENSE": LICENCE, "a.c": text(A0), "y.c": text([*y1[:50], line, *y1[50:]])}
+    y = by_path(scan_with_history(repo, tar_drop(tmp_path, tree)))["y.c"]["evidence"]
     assert (y["origin"], [(h["new_start"], h["commit"]) for h in y["hunks"]]) == ("upstream", [(51, late)])
     assert held_commit != late
 
@@ -266,19 +266,7 @@ def test_the_evidence_data_outlives_the_ingest_that_stored_it(tmp_path: Path) ->
         main(["ingest-git", str(repo), "--package", "foo", "--history", "--quiet", "--data-dir", str(data)])
         == 0
     )
-    argv = [
-        "scan",
-        str(drop),
-        "--supplier",
-        "acme",
-        "--quiet",
-        "--data-dir",
-        str(data),
-        "--manifest-out",
-        str(out),
-    ]
-    assert main(argv) == 0
-    files = by_path(json.loads(out.read_text()))
+    files = by_path(cli_scan(drop, data, out))
     a, c = files["a.c"]["evidence"], files["c.c"]["evidence"]
     assert "error" not in a
     assert (a["origin"], [h["commit"] for h in a["hunks"]]) == ("upstream", [commits["a2"]])
@@ -288,8 +276,7 @@ def test_the_evidence_data_outlives_the_ingest_that_stored_it(tmp_path: Path) ->
         main(["ingest-git", str(repo), "--package", "foo", "--history", "--quiet", "--data-dir", str(data)])
         == 0
     )
-    assert main(argv) == 0
-    assert by_path(json.loads(out.read_text()))["a.c"]["evidence"]["origin"] == "upstream"
+    assert by_path(cli_scan(drop, data, out))["a.c"]["evidence"]["origin"] == "upstream"
 
 
 @pytest.fixture(autouse=True)

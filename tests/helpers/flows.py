@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dropscan.audit.manifest import validate
+from dropscan.cli import main
 from dropscan.local.embedded import EmbeddedStack
 
 
@@ -30,3 +32,21 @@ def scan_and_wait(
     assert stack.dispatcher.drain(timeout=60), "the stack did not settle"
     validate(manifest)
     return Scanned(scan_id, manifest, stack.mailbox.for_scan(scan_id))
+
+
+def cli_scan(drop: Path, data: Path, out: Path, supplier: str = "acme") -> dict[str, Any]:
+    """``dropscan scan DROP --data-dir DATA``, as a user runs it in a process of its own: the manifest."""
+    argv = [
+        "scan",
+        str(drop),
+        "--supplier",
+        supplier,
+        "--quiet",
+        "--data-dir",
+        str(data),
+        "--manifest-out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    manifest: dict[str, Any] = json.loads(out.read_text())
+    return manifest

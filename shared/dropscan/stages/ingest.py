@@ -16,9 +16,9 @@ from dropscan.archive import ArchiveReadError, walk
 from dropscan.archive.extract import Extracted, contents_by_digest
 from dropscan.audit import component_licence, licenses, similarity
 from dropscan.forked import Done, Forked, forked_iter, usable_cpus
-from dropscan.keys import parse_git_bundle_key, parse_upstream_key
+from dropscan.keys import pack_key, parse_git_bundle_key, parse_upstream_key
 from dropscan.models import FileDigests, Release, Trust
-from dropscan.store.content import MAX_STORED, PackWriter, pack_key
+from dropscan.store.content import MAX_STORED, PackWriter
 from dropscan.store.objects import StoredObject
 from dropscan.store.services import Services
 from dropscan.store.work import AWS_ERRORS

@@ -27,9 +27,9 @@ from dropscan.audit import similarity
 from dropscan.audit.evidence import MAX_PUBLISHED, Published, hunks_of, published_list
 from dropscan.gitbundle import init_repo, unbundle
 from dropscan.gitrepo import LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
-from dropscan.keys import parse_git_bundle_key
+from dropscan.keys import pack_key, parse_git_bundle_key
 from dropscan.models import FileDigests, Release, Trust, VersionRange, version_key
-from dropscan.store.content import ContentStore, Location, PackWriter, hunk_shard, pack_key, path_shard
+from dropscan.store.content import ContentStore, Location, PackWriter, hunk_shard, path_shard
 from dropscan.store.releases import Releases
 from dropscan.store.services import Services
 from dropscan.store.upstream import Contribution, UpstreamDB, contributions_of
@@ -428,8 +428,8 @@ def ingest_bundle(
         repo_dir = work / "repo.git"
         init_repo(repo_dir)
         pack_dir = repo_dir / "objects" / "pack"
-        for pack_key in svc.releases.git_packs(package):
-            svc.releases.get_git_pack(pack_key, pack_dir)
+        for stored in svc.releases.git_packs(package):
+            svc.releases.get_git_pack(stored, pack_dir)
         unbundled = unbundle(svc.objects.open(bucket, key, obj.version_id), repo_dir)
         if unbundled.pack is not None and unbundled.index is not None:
             svc.releases.put_git_pack(package, unbundled.index)

@@ -33,6 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dropscan.keys import (
+    CONTENT_PREFIX,
+    meta_key,
+    release_index_key,
+    shard_key,
+    sketches_key,
+)
+
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
@@ -44,7 +52,6 @@ MAX_STORED = 4 * 1024 * 1024
 COALESCE_GAP = 1024 * 1024
 #: a pack object is closed past this size and the next one begun
 SEGMENT_BYTES = 8 * 1024 * 1024
-CONTENT_PREFIX = "content/"
 #: a folder holding ``content/`` objects of earlier runs, read where the bucket lacks them: the embedded
 #: stack's data dir (uploading its packs into moto at each start cost minutes; a scan reads a few)
 LOCAL_ENV = "DROPSCAN_LOCAL_CONTENT"
@@ -52,31 +59,6 @@ _LEVEL = 1  # the fastest level: a few more bytes stored for a much faster inges
 
 #: where a blob lies: (pack key, offset, compressed length)
 Location = tuple[str, int, int]
-
-
-def content_prefix(package: str) -> str:
-    return f"{CONTENT_PREFIX}{package}/"
-
-
-def pack_key(package: str, pack_id: str) -> str:
-    """The prefix of a pack's segment keys (``<prefix>-00000.pack``, ...)."""
-    return f"{content_prefix(package)}packs/{pack_id}"
-
-
-def release_index_key(package: str, version: str) -> str:
-    return f"{content_prefix(package)}releases/{version}.json.gz"
-
-
-def sketches_key(package: str, version: str) -> str:
-    return f"{content_prefix(package)}sketches/{version}.json.gz"
-
-
-def shard_key(package: str, kind: str, shard: int) -> str:
-    return f"{content_prefix(package)}{kind}/{shard:02d}.json.gz"
-
-
-def meta_key(package: str) -> str:
-    return f"{content_prefix(package)}meta.json"
 
 
 def path_shard(path: str) -> int:
