@@ -67,3 +67,34 @@ def build_upstream_repo(tmp_path: Path) -> Path:
     git(repo, "checkout", "-q", "--detach")
     (repo / "fix-commit").write_text(fix)
     return repo
+
+
+def long_history(tmp_path: Path, commits: int) -> Path:
+    """A line of ``commits`` commits (git fast-import: a thousand in a second), each changing one line of
+    one of three files, so that the same change recurs; tagged ``1_0`` half-way."""
+    repo = tmp_path / "long"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    files = {f"f{k}.c": [f"int f{k}_{j} = 0;" for j in range(20)] for k in range(3)}
+    stream: list[bytes] = []
+    for i in range(commits):
+        name = f"f{i % 3}.c"
+        files[name][(i // 3) % 20] = f"int {name[:2]}_{(i // 3) % 20} = {1 + (i // 60) % 2};"  # 1, 2, 1..
+        data = ("\n".join(files[name]) + "\n").encode()
+        message = f"change {i}".encode()
+        stream += [
+            b"commit refs/heads/master",
+            b"mark :%d" % (i + 1),
+            f"committer A <a@example.org> {1_000_000_000 + i * 60} +0000".encode(),
+            b"data %d" % len(message),
+            message,
+            f"M 100644 inline {name}".encode(),
+            b"data %d" % len(data),
+            data,
+        ]
+        if i == commits // 2:
+            stream += [b"reset refs/tags/1_0", b"from :%d" % (i + 1), b""]
+    subprocess.run(
+        ["git", "-C", str(repo), "fast-import", "--quiet"], input=b"\n".join(stream) + b"\n", check=True
+    )
+    return repo

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import multiprocessing
 import os
 import pickle
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
 
@@ -125,6 +126,78 @@ def forked_iter(
             proc.terminate()
         proc.join()
         conn.close()
+
+
+class Feed(Generic[T]):
+    """The items of ``produce(*args)``, made in a child forked now, taken when the caller likes.
+
+    For work beside a loop of the caller's own (where :func:`forked_iter` makes the caller's loop the
+    consumer): the caller takes what has come with :meth:`ready` between its steps, which never waits,
+    so the child is held back only while the pipe is full; :meth:`more` waits for the next batch.
+    ``fork`` False makes the items in this process, when :meth:`more` asks (one CPU: a child would only
+    take turns with the caller). A child's exception is raised by the call that meets it, after the items
+    made before it; :meth:`close` (or leaving the ``with``) stops a child whose items are not all taken.
+    """
+
+    def __init__(self, produce: Callable[..., Iterable[T]], *args: Any, batch: int = 64, fork: bool = True):
+        self.done = False
+        self._inline: Iterator[T] | None = None
+        self._batch = batch
+        self._proc: Any = None
+        if not fork:
+            self._inline = iter(produce(*args))
+            return
+        ctx = multiprocessing.get_context("fork")
+        self._conn, child_end = ctx.Pipe(duplex=False)
+        widen_pipe(self._conn.fileno())
+        self._proc = ctx.Process(target=_produce, args=(child_end, produce, args, batch), daemon=True)
+        self._proc.start()
+        child_end.close()
+
+    def __enter__(self) -> Feed[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def ready(self) -> list[T]:
+        """What the child has sent so far, without waiting."""
+        out: list[T] = []
+        while self._proc is not None and not self.done and self._conn.poll():
+            out.extend(self._receive())
+        return out
+
+    def more(self) -> list[T]:
+        """The next batch, waiting for it; [] once every item was taken (``done``)."""
+        if self.done:
+            return []
+        if self._inline is not None:
+            items = list(itertools.islice(self._inline, self._batch))
+            self.done = len(items) < self._batch
+            return items
+        return self._receive()
+
+    def _receive(self) -> list[T]:
+        try:
+            kind, value = self._conn.recv()
+        except EOFError:
+            self.done = True
+            raise ForkedError("a forked worker died before it finished (out of memory?)") from None
+        if kind == "items":
+            return list(value)
+        self.done = True
+        if kind == "done":
+            return []
+        raise value
+
+    def close(self) -> None:
+        if self._proc is None:
+            return
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self._proc.join()
+        self._conn.close()
+        self._proc = None
 
 
 #: what a pipe holds, asked of Linux. Its default, 64 KiB, is less than one batch of digests (the child

@@ -77,6 +77,7 @@ class GitRepo:
     """A repository on disk (bare or not)."""
 
     def __init__(self, path: str) -> None:
+        self.path = path
         try:
             self.repo = pygit2.Repository(path)
         except (pygit2.GitError, KeyError) as e:
@@ -143,12 +144,9 @@ class GitRepo:
                 elif mode != GITLINK:
                     add(Entry(name, str(entry.id), mode == LINK))  # type: ignore[operator]
 
-    def history(
-        self, hide: list[str], tips: list[str] | None = None
-    ) -> Iterator[tuple[pygit2.Commit, list[Entry]]]:
-        """Each commit reachable from ``tips`` (default: every ref) and not from ``hide``, parents first,
-        with the files of its tree that no earlier commit of this walk had in a tree of the same id."""
-        tips = self.ref_tips() if tips is None else tips
+    def commits(self, hide: list[str], tips: list[str]) -> Iterator[pygit2.Commit]:
+        """Each commit reachable from ``tips`` and not from ``hide``, parents first (the same order on
+        every call: the ingest's tree walk and its forked diff worker meet the commits in step)."""
         if not tips:
             return
         walker = self.repo.walk(None, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
@@ -159,8 +157,15 @@ class GitRepo:
                 walker.hide(pygit2.Oid(hex=old))
             except (KeyError, ValueError, pygit2.GitError):
                 continue  # a tip of an earlier run this copy no longer has (a rewritten branch)
+        yield from walker
+
+    def history(
+        self, hide: list[str], tips: list[str] | None = None
+    ) -> Iterator[tuple[pygit2.Commit, list[Entry]]]:
+        """Each commit reachable from ``tips`` (default: every ref) and not from ``hide``, parents first,
+        with the files of its tree that no earlier commit of this walk had in a tree of the same id."""
         seen: set[bytes] = set()
-        for commit in walker:
+        for commit in self.commits(hide, self.ref_tips() if tips is None else tips):
             out: list[Entry] = []
             root = commit.tree_id.raw
             if root not in seen:
@@ -174,20 +179,24 @@ class GitRepo:
             yield commit, out
 
     def first_releases(self, tags: list[Tag]) -> dict[str, str]:
-        """commit -> the lowest version among ``tags`` whose history holds it (each commit walked once:
-        a tag's walk hides the commits of every lower version)."""
+        """commit -> the lowest version among ``tags`` whose history holds it.
+
+        Tags in version order, each walked back through its parents until a commit an earlier tag's
+        walk reached (all of whose ancestors it reached too): each commit is read once. libgit2's walk
+        with every earlier tag hidden marked the hidden histories again for each tag."""
         out: dict[str, str] = {}
-        done: list[pygit2.Oid] = []
         for tag in sorted(tags, key=lambda t: version_key(t.version)):
-            walker = self.repo.walk(pygit2.Oid(hex=tag.commit), pygit2.enums.SortMode.NONE)
-            for old in done:
-                walker.hide(old)
-            try:
-                for commit in walker:
-                    out.setdefault(str(commit.id), tag.version)
-            except (KeyError, pygit2.GitError):
-                pass  # a commit this copy lacks ends this tag's walk there
-            done.append(pygit2.Oid(hex=tag.commit))
+            stack = [tag.commit]
+            while stack:
+                oid = stack.pop()
+                if oid in out:
+                    continue
+                try:
+                    commit = self.repo[oid].peel(pygit2.Commit)
+                except (KeyError, ValueError, pygit2.GitError):
+                    continue  # a commit this copy lacks ends this line of the walk there
+                out[oid] = tag.version
+                stack.extend(str(p) for p in commit.parent_ids if str(p) not in out)
         return out
 
     def read(self, blob: str) -> bytes | None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from dropscan.archive import ArchiveReadError
-from dropscan.forked import Forked, ForkedError, forked_iter
+from dropscan.forked import Feed, Forked, ForkedError, forked_iter
 
 
 def _pid_and(value: int) -> tuple[int, int]:
@@ -106,3 +106,43 @@ def test_a_caller_that_stops_early_stops_the_child(tmp_path: object) -> None:
     assert next(items) == 0
     items.close()  # the child, blocked on the full pipe, is terminated and reaped
     assert not os.path.exists(marker)
+
+
+# ---------------------------------------------------------------- a feed beside the caller's own loop
+def test_a_feed_hands_over_what_has_come_without_waiting_and_the_rest_on_demand() -> None:
+    for fork in (True, False):
+        with Feed(_count, 1000, batch=64, fork=fork) as feed:
+            got = feed.ready()  # never waits: whatever the child has sent, maybe nothing yet
+            while not feed.done:
+                got.extend(feed.more())
+                got.extend(feed.ready())
+        assert [i for _, i in got] == list(range(1000))
+        pids = {pid for pid, _ in got}
+        assert (pids != {os.getpid()}) is fork  # fork=False: made here, when asked
+
+
+def test_a_feeds_error_comes_after_its_items_and_keeps_its_type() -> None:
+    got: list[int] = []
+    with Feed(_count_then_break, 300, batch=64) as feed, pytest.raises(ArchiveReadError, match="truncated"):
+        while not feed.done:
+            got.extend(feed.more())
+    assert got == list(range(300))
+
+
+def test_a_feed_whose_child_dies_is_an_error_not_a_hang() -> None:
+    with Feed(_count_then_die, 10) as feed, pytest.raises(ForkedError, match="died"):
+        while not feed.done:
+            feed.more()
+
+
+def _endless_kib(path: str) -> Iterator[bytes]:
+    for _ in range(100_000):  # 100 MiB: a hundred times what the pipe holds
+        yield bytes(1024)
+    open(path, "w").close()
+
+
+def test_closing_a_feed_stops_its_child(tmp_path: object) -> None:
+    marker = os.path.join(str(tmp_path), "went-on")
+    with Feed(_endless_kib, marker, batch=10) as feed:
+        assert feed.more() == [bytes(1024)] * 10
+    assert not os.path.exists(marker)  # blocked on the full pipe, then terminated and reaped

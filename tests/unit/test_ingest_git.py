@@ -10,13 +10,15 @@ from typing import Any
 
 import boto3
 import pytest
-from gitrepos import FIX, LICENCE, build_upstream_repo, commit, git, sha
+from gitrepos import FIX, LICENCE, build_upstream_repo, commit, git, long_history, sha
 from moto import mock_aws
 
 from dropscan.archive.digest import digest_bytes
+from dropscan.audit.evidence import MAX_PUBLISHED
 from dropscan.gitrepo import GitRepo, version_of
 from dropscan.models import VersionRange
 from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
+from dropscan.store.content import SHARDS, ContentStore
 from dropscan.store.releases import Releases
 from dropscan.store.upstream import UpstreamDB
 
@@ -163,3 +165,44 @@ def test_normal_forms_of_a_history_blob_carry_its_provenance(tmp_path: Path, aws
     found = db.lookup([d.sha256, d.kw, d.ws])
     assert {f for info in found.values() for f in info.forms} == {"raw", "kw", "ws"}
     assert all(info.history["foo"]["s"] == "Keywords and trailing blanks" for info in found.values())
+
+
+def _evidence_index(releases: Releases, package: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The package's hunk index and revisions, without where each content lies (each run packs anew)."""
+    content = ContentStore(releases.s3, releases.bucket)
+    hunks: dict[str, Any] = {}
+    for shard in content.shards(package, "hunks", range(SHARDS)).values():
+        hunks.update(shard)
+    revisions: dict[str, Any] = {}
+    for shard in content.shards(package, "history", range(SHARDS)).values():
+        revisions.update({p: [r[:3] for r in revs] for p, revs in shard["paths"].items()})
+    return hunks, revisions
+
+
+def test_a_history_taken_in_parts_indexes_what_one_run_does(tmp_path: Path, aws: Any) -> None:
+    # Given 1,200 commits in which the same one-line changes recur (each cited by its earliest commits)
+    repo = long_history(tmp_path, 1_200)
+    db, releases = aws
+    whole = ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(history=True))
+    assert whole["complete"] and whole["evidence"]["commits_diffed"] == 1_199  # the root has no parent
+    # When the same repository is ingested stopping at every checkpoint (every 500 commits)
+    parts = 0
+    while True:
+        parts += 1
+        options = GitIngestOptions(history=True, stop=lambda: True)
+        if ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, options)["complete"]:
+            break
+        if parts == 1:  # the first part cites no commit past its checkpoint (commit 499, minute 499)
+            first_part = _evidence_index(releases, "bar")[0]
+            assert max(p[2] for cited in first_part.values() for p in cited) == "2001-09-09T10:05:40Z"
+    # Then it took three runs and its hunk index and revisions are those of one run: the diff worker's
+    # changes were taken for exactly the commits each part walked, earliest first
+    assert parts == 3
+    hunks, revisions = _evidence_index(releases, "foo")
+    assert _evidence_index(releases, "bar") == (hunks, revisions)
+    assert max(len(cited) for cited in hunks.values()) == MAX_PUBLISHED
+    # each state of each path once (the states recur), as git's log of the changes lists them (the root
+    # commit has no parent to diff against: its files are the first release's)
+    raw = git(repo, "-c", "log.showroot=false", "log", "--raw", "--no-abbrev", "--format=").splitlines()
+    states = {(line.split("\t")[1], line.split()[3]) for line in raw if line.startswith(":")}
+    assert sum(len(revs) for revs in revisions.values()) == len(states) < 1_199

@@ -8,12 +8,14 @@ digest for the whole run (its range over every new tag holding it), merged shard
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from pygit2.enums import DeltaStatus
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit import similarity
 from dropscan.audit.evidence import MAX_PUBLISHED, Published, hunks_of, published_list
+from dropscan.forked import Feed, usable_cpus
 from dropscan.gitbundle import init_repo, unbundle
 from dropscan.gitrepo import LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
 from dropscan.keys import pack_key, parse_git_bundle_key
@@ -101,46 +104,124 @@ class _Run:
         return known
 
 
+@dataclass(frozen=True, slots=True)
+class _CommitChanges:
+    """What one commit changed, as the forked diff worker sends it back."""
+
+    commit: str
+    published: list[Any]  # Published.to_json(): the commit, its first release, date and subject
+    hunks: list[str]  # the fingerprints of its hunks that are not noise, in the diff's order
+    revisions: list[tuple[str, str]]  # (path, blob id) of each file it added or modified
+    diffed: bool = True  # False: a merge or a root commit (their changes come from their parents)
+    failed: bool = False  # an object this copy lacks
+
+
+def _commit_changes(path: str, tags: list[Tag], hide: list[str], tips: list[str]) -> Iterator[_CommitChanges]:
+    """Each commit's hunks and revisions, in the order of the ingest's history walk (run in a forked
+    child beside it: the diffs and the hunks' fingerprints are half the work of ``--history``)."""
+    repo = GitRepo(path)
+    first_release = repo.first_releases(tags)
+    recent = _RecentBlobs()
+    for commit in repo.commits(hide, tips):
+        yield _changes_of(repo, commit, first_release, recent)
+
+
+class _RecentBlobs:
+    """The contents of the blobs diffs met last, up to ``budget`` bytes: a file's new state is the old
+    state of its next change, and reading the pair again from the pack was most of the diffs' time."""
+
+    def __init__(self, budget: int = 256 << 20) -> None:
+        self.budget = budget
+        self.held = 0
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+
+    def read(self, repo: GitRepo, blob: str) -> bytes | None:
+        data = self._data.get(blob)
+        if data is not None:
+            self._data.move_to_end(blob)
+            return data
+        data = repo.read(blob)
+        if data is not None and len(data) <= self.budget // 8:
+            self._data[blob] = data
+            self.held += len(data)
+            while self.held > self.budget:
+                self.held -= len(self._data.popitem(last=False)[1])
+        return data
+
+
+def _changes_of(
+    repo: GitRepo, commit: pygit2.Commit, first_release: dict[str, str], recent: _RecentBlobs
+) -> _CommitChanges:
+    seen = first_seen(commit)
+    published = Published(seen.commit, first_release.get(seen.commit), seen.date, seen.subject).to_json()
+    if len(commit.parents) != 1:
+        return _CommitChanges(seen.commit, published, [], [], diffed=False)
+    try:
+        deltas = list(repo.repo.diff(commit.parents[0], commit).deltas)
+    except (pygit2.GitError, KeyError, ValueError):
+        return _CommitChanges(seen.commit, published, [], [], diffed=False, failed=True)
+    hunks: list[str] = []
+    revisions: list[tuple[str, str]] = []
+    failed = False
+    for delta in deltas:
+        if delta.status not in (DeltaStatus.ADDED, DeltaStatus.MODIFIED) or delta.new_file.mode == LINK:
+            continue
+        path = delta.new_file.path
+        revisions.append((path, str(delta.new_file.id)))
+        if delta.status != DeltaStatus.MODIFIED or delta.old_file.mode == LINK:
+            continue
+        # the same libgit2 diff of two contents as the scan's (audit.evidence.diff): the same hunks
+        old, new = recent.read(repo, str(delta.old_file.id)), recent.read(repo, str(delta.new_file.id))
+        if old is None or new is None:
+            failed = True  # an object this copy lacks
+            continue
+        patch = pygit2.Patch.create_from(old, new, context_lines=0)
+        if not patch.delta.is_binary:
+            hunks.extend(h.fingerprint(path) for h in hunks_of(patch) if not h.noise)
+    return _CommitChanges(seen.commit, published, hunks, revisions, failed=failed)
+
+
 @dataclass
 class _Changes:
     """What ``--history`` records for review evidence: every commit's change hunks by fingerprint and
-    every revision of every path (:mod:`dropscan.store.content`)."""
+    every revision of every path (:mod:`dropscan.store.content`), made by a forked worker
+    (:func:`_commit_changes`) while the tags and the trees are read here."""
 
-    releases: dict[str, str]  # commit -> the first release (by version) that holds it
+    feed: Feed[_CommitChanges]
     #: fingerprint (path, lines) -> the commits publishing it (Published.to_json()), earliest first
     hunks: dict[str, list[list[Any]]] = field(default_factory=dict)
     revisions: dict[str, list[list[Any]]] = field(default_factory=dict)  # path -> [[sha256, commit, date]]
     diffs: int = 0
     failed: int = 0
+    taken: list[_CommitChanges] = field(default_factory=list)
 
-    def add(self, repo: GitRepo, commit: pygit2.Commit, run: _Run) -> None:
-        """The hunks and new revisions of a commit with one parent (a merge's come from its branches)."""
-        if len(commit.parents) != 1:
-            return
-        try:
-            diff = repo.repo.diff(commit.parents[0], commit, context_lines=0)
-            patches = list(diff)
-        except (pygit2.GitError, KeyError, ValueError):
-            self.failed += 1  # an object this copy lacks
-            return
-        self.diffs += 1
-        seen = first_seen(commit)
-        published = Published(seen.commit, self.releases.get(seen.commit), seen.date, seen.subject).to_json()
-        for patch in patches:
-            if patch is None:
-                continue
-            delta = patch.delta
-            if delta.status not in (DeltaStatus.ADDED, DeltaStatus.MODIFIED) or delta.new_file.mode == LINK:
-                continue
-            known = run.blobs.get(str(delta.new_file.id))
-            if known is not None:
-                self.revisions.setdefault(delta.new_file.path, []).append([known[0], seen.commit, seen.date])
-            if delta.status == DeltaStatus.MODIFIED and not delta.is_binary:
-                for h in hunks_of(patch):
-                    if not h.noise:
-                        cited = self.hunks.setdefault(h.fingerprint(delta.new_file.path), [])
-                        if len(cited) < MAX_PUBLISHED and published not in cited:
-                            cited.append(published)  # parents first: the earliest first
+    def poll(self) -> None:
+        """Take what the worker has sent (never waits: it is held back only while its pipe is full)."""
+        self.taken.extend(self.feed.ready())
+
+    def finish(self, walked: list[str], run: _Run) -> None:
+        """The changes of the commits ``walked`` (all of the walk, or those before a checkpoint), in the
+        walk's order, into the index; the worker is stopped once it has sent them."""
+        order = {c: i for i, c in enumerate(walked)}
+        got = {c.commit for c in self.taken if c.commit in order}
+        while len(got) < len(order) and not self.feed.done:
+            batch = self.feed.more()
+            self.taken.extend(batch)
+            got.update(c.commit for c in batch if c.commit in order)
+        self.feed.close()
+        for change in sorted((c for c in self.taken if c.commit in order), key=lambda c: order[c.commit]):
+            self.diffs += change.diffed
+            self.failed += change.failed
+            commit, date = change.published[0], change.published[2]
+            for path, blob in change.revisions:
+                known = run.blobs.get(blob)
+                if known is not None:
+                    self.revisions.setdefault(path, []).append([known[0], commit, date])
+            for fp in change.hunks:
+                cited = self.hunks.setdefault(fp, [])
+                if len(cited) < MAX_PUBLISHED and change.published not in cited:
+                    cited.append(change.published)  # parents first: the earliest first
+        self.taken = []
 
 
 def ingest_git(
@@ -171,19 +252,28 @@ def ingest_git(
     new_tags = [t for t in tags if old_tags.get(t.name) != t.commit]
     say(f"{len(tags)} tags, {len(new_tags)} new")
 
-    hulls, new_tags = _releases(repo, package, new_tags, run, releases, content, say, options.stop)
-    seconds = {"tags": time.perf_counter() - started}
-    complete = len(new_tags) == len([t for t in tags if old_tags.get(t.name) != t.commit])
-
-    first_commit: dict[str, FirstSeen] = {}
-    commits = 0
     tips: list[str] = state.get("history_tips", [])
+    ref_tips = repo.ref_tips()
     changes: _Changes | None = None
-    if options.history and complete:
-        mark = time.perf_counter()
-        changes = _Changes(repo.first_releases(tags))
-        first_commit, commits, tips, complete = _history(repo, run, hulls, tips, say, options.stop, changes)
-        seconds["history"] = time.perf_counter() - mark
+    with contextlib.ExitStack() as workers:
+        if options.history:  # the commits' diffs are made beside the tags and the trees
+            feed = Feed(_commit_changes, repo.path, tags, tips, ref_tips, fork=usable_cpus() > 1)
+            changes = _Changes(workers.enter_context(feed))
+        poll = changes.poll if changes is not None else lambda: None
+        hulls, new_tags = _releases(repo, package, new_tags, run, releases, content, say, options.stop, poll)
+        seconds = {"tags": time.perf_counter() - started}
+        complete = len(new_tags) == len([t for t in tags if old_tags.get(t.name) != t.commit])
+
+        first_commit: dict[str, FirstSeen] = {}
+        commits = 0
+        if changes is not None and complete:
+            mark = time.perf_counter()
+            first_commit, commits, tips, complete = _history(
+                repo, run, hulls, tips, ref_tips, say, options.stop, changes
+            )
+            seconds["history"] = time.perf_counter() - mark
+        elif changes is not None:
+            changes = None  # the tags stopped at a checkpoint: the history waits for the next run
     mark = time.perf_counter()
     run.pack.close()
     evidence = _store_evidence(content, package, run, changes)
@@ -251,9 +341,10 @@ def _releases(
     content: ContentStore,
     say: Callable[[str], None],
     stop: Callable[[], bool],
+    between: Callable[[], None],
 ) -> tuple[dict[str, list[str]], list[Tag]]:
     """Each new tag's path list saved; every blob's range over the new tags ([lo, hi] by version); the
-    tags done (all, unless ``stop`` said so)."""
+    tags done (all, unless ``stop`` said so). ``between`` is called after each tag."""
     hulls: dict[str, list[str]] = {}
     done: list[Tag] = []
     for n, tag in enumerate(sorted(tags, key=lambda t: version_key(t.version)), 1):
@@ -278,6 +369,7 @@ def _releases(
             package, tag.version, {sha: run.sketches[sha] for sha in stored if sha in run.sketches}
         )
         done.append(tag)
+        between()
         if n % 20 == 0:
             say(f"tags: {n} of {len(tags)}, {len(run.blobs)} blobs")
         if n < len(tags) and stop():
@@ -291,19 +383,20 @@ def _history(
     run: _Run,
     hulls: dict[str, list[str]],
     hide: list[str],
+    tips: list[str],
     say: Callable[[str], None],
     stop: Callable[[], bool],
-    changes: _Changes | None = None,
+    changes: _Changes,
 ) -> tuple[dict[str, FirstSeen], int, list[str], bool]:
     """(blob -> its first commit and paths, commits walked, what the next run hides, whether the walk
-    ended) of the commits not reachable from ``hide``; every blob met is hashed (once).
+    ended) of the commits reachable from ``tips`` and not from ``hide``; every blob met is hashed (once),
+    and the commits' changes taken from the diff worker.
 
     Commits come parents first, so the commits walked when ``stop`` says so hold all their own
     ancestors: hiding them (with ``hide``) is where the next run goes on."""
     first_commit: dict[str, FirstSeen] = {}
     commits = 0
     walked: list[str] = []
-    tips = repo.ref_tips()
     for commit, entries in repo.history(hide, tips):
         commits += 1
         walked.append(str(commit.id))
@@ -319,13 +412,14 @@ def _history(
                 prov = first_commit[entry.blob] = FirstSeen(seen.commit, seen.date, seen.subject)
                 run.digests(repo, entry)
             add_path(prov, entry.path)
-        if changes is not None:
-            changes.add(repo, commit, run)
+        changes.poll()
         if commits % 2000 == 0:
             say(f"history: {commits} commits, {len(first_commit)} blobs")
         if commits % 500 == 0 and stop():
             say(f"stopping at a checkpoint after {commits} commits")
+            changes.finish(walked, run)
             return first_commit, commits, hide + walked, False
+    changes.finish(walked, run)
     return first_commit, commits, tips, True
 
 
@@ -368,10 +462,12 @@ def _store_evidence(
     for n, paths in by_shard.items():
         into = (old.get(n) or {}).get("paths", {})
         for path, revs in paths.items():
-            have = {r[0] for r in into.get(path, ())}
-            into.setdefault(path, []).extend(
-                [sha, c, t, *run.where[sha]] for sha, c, t in revs if sha not in have and sha in run.where
-            )
+            listed = into.setdefault(path, [])
+            have = {r[0] for r in listed}
+            for sha, c, t in revs:  # each state of a path once, with the commit that first made it
+                if sha not in have and sha in run.where:
+                    listed.append([sha, c, t, *run.where[sha]])
+                    have.add(sha)
         merged[n] = {"paths": into}
     content.put_shards(package, "history", merged)
     content.put_meta(package, {"history": True})

@@ -2,7 +2,8 @@
 
 Written at ingest, read by the evidence step of triage (:mod:`dropscan.stages.evidence`):
 
-- ``packs/<id>-<n>.pack``: text files of upstream, each compressed on its own (zlib) and laid end to
+- ``packs/<id>-<n>.pack``: text files of upstream, each compressed on its own (a zstd frame; packs
+  written before hold zlib streams, told apart by their first bytes) and laid end to
   end in segments of about 8 MiB, so that a scan reads the few it needs with ranged GETs, neighbours
   in one GET.
 - ``releases/<version>.json.gz``: where each text file of a release lies (SHA-256 -> pack, offset,
@@ -26,12 +27,15 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 import zlib
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import zstandard
 
 from dropscan.keys import (
     CONTENT_PREFIX,
@@ -52,10 +56,21 @@ MAX_STORED = 4 * 1024 * 1024
 COALESCE_GAP = 1024 * 1024
 #: a pack object is closed past this size and the next one begun
 SEGMENT_BYTES = 8 * 1024 * 1024
-#: a folder holding ``content/`` objects of earlier runs, read where the bucket lacks them: the embedded
-#: stack's data dir (uploading its packs into moto at each start cost minutes; a scan reads a few)
+#: a folder holding ``content/`` objects of earlier runs, read where the bucket lacks them, and where
+#: packs are written: the embedded stack's data dir (uploading its packs into moto at each start cost
+#: minutes; a scan reads a few)
 LOCAL_ENV = "DROPSCAN_LOCAL_CONTENT"
-_LEVEL = 1  # the fastest level: a few more bytes stored for a much faster ingest (docs/design.md)
+#: zstd's fastest level: fewer bytes than zlib's fastest, in a third of its time (docs/design.md)
+_LEVEL = 1
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def unpack(packed: bytes) -> bytes:
+    """One stored content: a zstd frame, or (packs written before zstd) a zlib stream."""
+    if packed[:4] == _ZSTD_MAGIC:
+        return zstandard.ZstdDecompressor().decompress(packed)
+    return zlib.decompress(packed)
+
 
 #: where a blob lies: (pack key, offset, compressed length)
 Location = tuple[str, int, int]
@@ -83,11 +98,20 @@ class PackWriter:
         self.packed_bytes = 0
         self._file: Any = None
         self.offset = 0
+        self._zstd = zstandard.ZstdCompressor(level=_LEVEL)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A closed writer crosses a pipe (an archive's is filled in a forked child); its compressor
+        does not pickle and is made again."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_zstd", "_file")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _file=None, _zstd=zstandard.ZstdCompressor(level=_LEVEL))
 
     def add(self, sha256: str, data: bytes) -> None:
         if sha256 in self.locations or len(data) > MAX_STORED:
             return
-        packed = zlib.compress(data, _LEVEL)
+        packed = self._zstd.compress(data)
         if self._file is None or self.offset >= SEGMENT_BYTES:
             self._next()
         self._file.write(packed)
@@ -118,7 +142,8 @@ class PackWriter:
 
 
 def _gz_json(data: Any) -> bytes:
-    return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+    # hex digests and offsets: the fastest level compresses them almost as much as the best
+    return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=1, mtime=0)
 
 
 @dataclass
@@ -149,7 +174,16 @@ class ContentStore:
     # ------------------------------------------------------------------ written at ingest
     def put_pack(self, segments: Iterable[tuple[Path, str]]) -> None:
         for path, key in segments:
-            self.s3.upload_file(str(path), self.bucket, key)
+            if self.local is None:
+                self.s3.upload_file(str(path), self.bucket, key)
+                continue
+            # the embedded stack keeps its packs beside its database and reads them there
+            # (:meth:`_local`): one copy to disk instead of into moto and back out at its save
+            dest = self.local / key.removeprefix(CONTENT_PREFIX)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(dest.name + ".tmp")
+            shutil.copyfile(path, tmp)
+            tmp.replace(dest)  # never leave a half-written pack behind
 
     def put_release_index(self, package: str, version: str, where: Mapping[str, Location]) -> None:
         packs = sorted({loc[0] for loc in where.values()})
@@ -237,7 +271,7 @@ class ContentStore:
                 body = got["Body"].read()
             self.stats.gets += 1
             self.stats.bytes_read += len(body)
-            return {sha: zlib.decompress(body[off - start : off - start + n]) for sha, off, n in members}
+            return {sha: unpack(body[off - start : off - start + n]) for sha, off, n in members}
 
         out: dict[str, bytes] = {}
         with ThreadPoolExecutor(max(1, min(self.threads, len(reads)))) as pool:

@@ -102,7 +102,7 @@ def export_db(
     ``via_export``: read the items through a point-in-time export to ``bucket`` instead of a Scan.
     """
     stats = DumpStats()
-    with gzip.open(out, "wt") as f:
+    with gzip.open(out, "wt", compresslevel=6) as f:
         header = {"format": FORMAT, "generator": f"dropscan {__version__}"}
         header["created"] = datetime.now(UTC).isoformat(timespec="seconds")
         f.write(json.dumps(header) + "\n")

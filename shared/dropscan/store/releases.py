@@ -29,6 +29,7 @@ def save_release(s3: S3Client, bucket: str, release: Release) -> str:
             sort_keys=True,
             separators=(",", ":"),
         ).encode(),
+        compresslevel=1,  # hex digests: the fastest level compresses them almost as much as the best
         mtime=0,
     )
     key = release_key(release.package, release.version)
