@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                 "commits": report["commits"],
                 "blobs": report["blobs"],
                 "items_written": report["items_written"],
+                "evidence": report["evidence"],
                 "dynamodb": report["dynamodb"],
             }
             print(json.dumps({name: results[name]}), flush=True)

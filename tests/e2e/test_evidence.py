@@ -271,11 +271,14 @@ def test_the_evidence_data_outlives_the_ingest_that_stored_it(tmp_path: Path) ->
     assert "error" not in a
     assert (a["origin"], [h["commit"] for h in a["hunks"]]) == ("upstream", [commits["a2"]])
     assert (c["origin"], [h["origin"] for h in c["hunks"]]) == ("mixed", ["upstream", "vendor"])
-    # a second ingest with nothing new keeps the contents; the next scan still reads them
+    # a second ingest with nothing new keeps the contents and leaves the saved database as it was; the
+    # next scan still reads them
+    saved = {p: p.stat().st_mtime_ns for p in data.rglob("*") if p.is_file() and "logs" not in p.parts}
     assert (
         main(["ingest-git", str(repo), "--package", "foo", "--history", "--quiet", "--data-dir", str(data)])
         == 0
     )
+    assert {p: p.stat().st_mtime_ns for p in saved} == saved
     assert by_path(cli_scan(drop, data, out))["a.c"]["evidence"]["origin"] == "upstream"
 
 

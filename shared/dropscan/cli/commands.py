@@ -269,7 +269,10 @@ def cmd_ingest_git(a: argparse.Namespace) -> int:
     with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
         releases = Releases(client.s3, client.names.upstream_bucket)
         report = ingest_git(repo, a.package, client.db, releases, options, progress=say)
-        client.changed = True
+        # nothing new: the saved database is already this one (saving it again took seconds)
+        client.changed = bool(
+            report["items_written"] or report["tags"]["new"] or report["blobs"]["read"] or report["commits"]
+        ) or (options.trust is not None)
     print(json.dumps(report))
     return 0
 

@@ -193,6 +193,7 @@ class _Changes:
     revisions: dict[str, list[list[Any]]] = field(default_factory=dict)  # path -> [[sha256, commit, date]]
     diffs: int = 0
     failed: int = 0
+    waited: float = 0.0  # seconds the walk, done, waited for the worker's last changes
     taken: list[_CommitChanges] = field(default_factory=list)
 
     def poll(self) -> None:
@@ -204,11 +205,13 @@ class _Changes:
         walk's order, into the index; the worker is stopped once it has sent them."""
         order = {c: i for i, c in enumerate(walked)}
         got = {c.commit for c in self.taken if c.commit in order}
+        mark = time.perf_counter()
         while len(got) < len(order) and not self.feed.done:
             batch = self.feed.more()
             self.taken.extend(batch)
             got.update(c.commit for c in batch if c.commit in order)
         self.feed.close()
+        self.waited = time.perf_counter() - mark
         for change in sorted((c for c in self.taken if c.commit in order), key=lambda c: order[c.commit]):
             self.diffs += change.diffed
             self.failed += change.failed
@@ -474,6 +477,7 @@ def _store_evidence(
     return out | {
         "commits_diffed": changes.diffs,
         "diffs_failed": changes.failed,
+        "waited_for_diffs_seconds": round(changes.waited, 3),
         "hunks": len(changes.hunks),
     }
 
