@@ -269,24 +269,29 @@ def ingest_git(
 
         first_commit: dict[str, FirstSeen] = {}
         commits = 0
+        walked: list[str] = []
         if changes is not None and complete:
             mark = time.perf_counter()
-            first_commit, commits, tips, complete = _history(
+            first_commit, commits, walked, tips, complete = _history(
                 repo, run, hulls, tips, ref_tips, say, options.stop, changes
             )
             seconds["history"] = time.perf_counter() - mark
         elif changes is not None:
             changes = None  # the tags stopped at a checkpoint: the history waits for the next run
-    mark = time.perf_counter()
+
+        # the database's writes while the diff worker goes on with the last commits
+        mark = time.perf_counter()
+        contributions = _contributions(package, run, hulls, first_commit)
+        written = db.merge(contributions, on_shard=lambda _shard: poll()) if contributions else 0
+        seconds["merge"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        if changes is not None:
+            changes.finish(walked, run)
     run.pack.close()
     evidence = _store_evidence(content, package, run, changes)
     scratch.cleanup()
     seconds["evidence"] = time.perf_counter() - mark
 
-    mark = time.perf_counter()
-    contributions = _contributions(package, run, hulls, first_commit)
-    written = db.merge(contributions) if contributions else 0
-    seconds["merge"] = time.perf_counter() - mark
     for tag in new_tags:  # last: a registered release has its digests and its path list
         db.register(package, tag.version, options.trust)
     if not new_tags and (options.trust is not None or package not in db.packages([package])):
@@ -390,10 +395,10 @@ def _history(
     say: Callable[[str], None],
     stop: Callable[[], bool],
     changes: _Changes,
-) -> tuple[dict[str, FirstSeen], int, list[str], bool]:
-    """(blob -> its first commit and paths, commits walked, what the next run hides, whether the walk
-    ended) of the commits reachable from ``tips`` and not from ``hide``; every blob met is hashed (once),
-    and the commits' changes taken from the diff worker.
+) -> tuple[dict[str, FirstSeen], int, list[str], list[str], bool]:
+    """(blob -> its first commit and paths, commits walked, their ids, what the next run hides, whether
+    the walk ended) of the commits reachable from ``tips`` and not from ``hide``; every blob met is hashed
+    (once), and what the diff worker has sent meanwhile is taken.
 
     Commits come parents first, so the commits walked when ``stop`` says so hold all their own
     ancestors: hiding them (with ``hide``) is where the next run goes on."""
@@ -420,10 +425,8 @@ def _history(
             say(f"history: {commits} commits, {len(first_commit)} blobs")
         if commits % 500 == 0 and stop():
             say(f"stopping at a checkpoint after {commits} commits")
-            changes.finish(walked, run)
-            return first_commit, commits, hide + walked, False
-    changes.finish(walked, run)
-    return first_commit, commits, tips, True
+            return first_commit, commits, walked, hide + walked, False
+    return first_commit, commits, walked, tips, True
 
 
 def _where_json(where: dict[str, Location]) -> dict[str, Any]:
@@ -473,7 +476,8 @@ def _store_evidence(
                     have.add(sha)
         merged[n] = {"paths": into}
     content.put_shards(package, "history", merged)
-    content.put_meta(package, {"history": True})
+    if changes.diffs or changes.revisions:  # a run that walked nothing new leaves it as it is
+        content.put_meta(package, {"history": True})
     return out | {
         "commits_diffed": changes.diffs,
         "diffs_failed": changes.failed,

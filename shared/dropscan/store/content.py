@@ -29,9 +29,10 @@ import json
 import os
 import shutil
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,9 +57,9 @@ MAX_STORED = 4 * 1024 * 1024
 COALESCE_GAP = 1024 * 1024
 #: a pack object is closed past this size and the next one begun
 SEGMENT_BYTES = 8 * 1024 * 1024
-#: a folder holding ``content/`` objects of earlier runs, read where the bucket lacks them, and where
-#: packs are written: the embedded stack's data dir (uploading its packs into moto at each start cost
-#: minutes; a scan reads a few)
+#: a folder holding ``content/`` objects, read where the bucket lacks them and written instead of the
+#: bucket: the embedded stack's data dir (uploading its packs into moto at each start cost minutes; a
+#: scan reads a few)
 LOCAL_ENV = "DROPSCAN_LOCAL_CONTENT"
 #: zstd's fastest level: fewer bytes than zlib's fastest, in a third of its time (docs/design.md)
 _LEVEL = 1
@@ -176,14 +177,18 @@ class ContentStore:
         for path, key in segments:
             if self.local is None:
                 self.s3.upload_file(str(path), self.bucket, key)
-                continue
-            # the embedded stack keeps its packs beside its database and reads them there
-            # (:meth:`_local`): one copy to disk instead of into moto and back out at its save
-            dest = self.local / key.removeprefix(CONTENT_PREFIX)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dest.with_name(dest.name + ".tmp")
-            shutil.copyfile(path, tmp)
-            tmp.replace(dest)  # never leave a half-written pack behind
+            else:
+                self._put_local(key, partial(shutil.copyfile, path))
+
+    def _put_local(self, key: str, write: Callable[[Path], object]) -> None:
+        """The embedded stack keeps its ``content/`` beside its database and reads it there
+        (:meth:`_local`): written once, to disk, instead of into moto and back out at its save."""
+        assert self.local is not None
+        dest = self.local / key.removeprefix(CONTENT_PREFIX)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".tmp")
+        write(tmp)
+        tmp.replace(dest)  # never leave a half-written object behind
 
     def put_release_index(self, package: str, version: str, where: Mapping[str, Location]) -> None:
         packs = sorted({loc[0] for loc in where.values()})
@@ -200,10 +205,18 @@ class ContentStore:
             self._put(shard_key(package, kind, shard), data)
 
     def put_meta(self, package: str, meta: Mapping[str, Any]) -> None:
-        self.s3.put_object(Bucket=self.bucket, Key=meta_key(package), Body=json.dumps(dict(meta)).encode())
+        body = json.dumps(dict(meta)).encode()
+        if self.local is None:
+            self.s3.put_object(Bucket=self.bucket, Key=meta_key(package), Body=body)
+        else:
+            self._put_local(meta_key(package), lambda dest: dest.write_bytes(body))
 
     def _put(self, key: str, data: Any) -> None:
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=_gz_json(data), ContentEncoding="gzip")
+        body = _gz_json(data)
+        if self.local is None:
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentEncoding="gzip")
+        else:
+            self._put_local(key, lambda dest: dest.write_bytes(body))
 
     # ------------------------------------------------------------------ read by scans (and ingests)
     def _get_json(self, key: str) -> Any:
