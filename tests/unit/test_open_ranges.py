@@ -141,7 +141,7 @@ def test_reingesting_the_open_release_writes_nothing_and_an_older_one_only_its_c
     for r in range(3):
         up.ingest("linux", f"1.{r}", synthetic(r))
     assert up.ingest("linux", "1.2", synthetic(2)) == 0
-    assert up.modes[-1] is OpenMode.NOT_ABOVE
+    assert up.modes[-1:] == [OpenMode.NOT_ABOVE]
     # 1.1 again: each digest already says it (closed ranges reach 1.1, open ones reach the open release)
     assert up.ingest("linux", "1.1", synthetic(1)) == 0
     want = true_hulls({f"1.{r}": synthetic(r) for r in range(3)}, {"1.0", "1.1", "1.2"})
@@ -174,7 +174,7 @@ def test_a_busy_package_lease_means_the_closed_mode_at_once(dynamodb: Any) -> No
     assert holder.try_acquire()
     # When 1.1 is ingested: it does not wait (the lease would outlive any test), it merges closed
     written = up.ingest("p", "1.1", synthetic(1))
-    assert up.modes[-1] is OpenMode.BUSY
+    assert up.modes[-1:] == [OpenMode.BUSY]
     assert written == FILES  # as before open ranges: every digest's hi moves to 1.1
     hulls = true_hulls({"1.0": synthetic(0), "1.1": synthetic(1)}, {"1.0", "1.1"})
     found = up.db.lookup(hulls)
@@ -182,7 +182,7 @@ def test_a_busy_package_lease_means_the_closed_mode_at_once(dynamodb: Any) -> No
     # and once the lease is free, the next release is open again and the ranges exact
     holder.release()
     up.ingest("p", "1.2", synthetic(2))
-    assert up.modes[-1] is OpenMode.OPEN
+    assert up.modes[-1:] == [OpenMode.OPEN]
     hulls = true_hulls({f"1.{r}": synthetic(r) for r in range(3)}, {"1.0", "1.1", "1.2"})
     found = up.db.lookup(hulls)
     assert {d: i.packages["p"] for d, i in found.items()} == hulls
@@ -236,7 +236,7 @@ def test_a_crash_between_steps_leaves_ranges_that_cover_and_a_retry_ends_exact(
     assert {d: i.packages["p"] for d, i in found.items()} == hulls
     # and the lease was let go: the retry takes the open mode and ends in the exact hulls
     up.ingest("p", "1.2", releases["1.2"])
-    assert up.modes[-1] is OpenMode.OPEN
+    assert up.modes[-1:] == [OpenMode.OPEN]
     hulls = true_hulls(releases, set(releases))
     found = up.db.lookup(hulls)
     assert {d: i.packages["p"] for d, i in found.items()} == hulls

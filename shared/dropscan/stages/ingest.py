@@ -67,7 +67,7 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
         return IngestResult(package, version, 0, 0, error=str(e))
     # the path list first: once this release is the package's open one, the next closes by it
     svc.releases.save(Release(package, version, paths))
-    wrote = db.write_release(package, version, files, previous=partial(_raw_digests, svc, package))
+    wrote = db.write_release(package, version, files, previous=partial(svc.releases.raw_digests, package))
     written = wrote.items
     merged = time.perf_counter()
     licence, stored = release_licence(svc, obj, paths, sizes, texts)
@@ -94,12 +94,6 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
     svc.releases.put_report(package, version, report)
     logger.info("ingested", extra=report)
     return IngestResult(package, version, len(paths), written)
-
-
-def _raw_digests(svc: Services, package: str, version: str) -> set[str] | None:
-    """The raw SHA-256s of a release of ``package`` (None: it has no path list)."""
-    release = svc.releases.load(package, version)
-    return set(release.files.values()) if release is not None else None
 
 
 def release_licence(
