@@ -265,7 +265,7 @@ def histories(draw: st.DrawFn) -> tuple[dict[str, list[FileDigests]], list[tuple
     return releases, list(zip(order, busy, strict=True))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories())
 def test_effective_ranges_always_cover_and_in_order_equal_the_closed_tables(
     history: tuple[dict[str, list[FileDigests]], list[tuple[str, bool]]],
