@@ -223,16 +223,18 @@ def _one_at_a_time(rels: list[Release], *, open_mode: bool) -> dict[str, Any]:
         client = boto3.client("dynamodb", region_name="us-east-1")
         _table(client)
         db = UpstreamDB(client, "upstream")
-        written, seconds = [], []
+        written, read, seconds = [], [], []
         for rel in rels:
             files = [FileDigests(d, d, d) for d in rel.files.values()]
+            keys_before = db.stats.keys_requested
             started = time.perf_counter()
             if open_mode:
                 written.append(db.add_release("linux", rel.version, files, previous=path_lists.get))
             else:
                 written.append(db.add_release("linux", rel.version, files))
             seconds.append(round(time.perf_counter() - started, 2))
-        return {"items_written": written, "seconds": seconds}
+            read.append(db.stats.keys_requested - keys_before)
+        return {"items_written": written, "keys_read": read, "seconds": seconds}
 
 
 def writes_per_release(files: int, releases: int, step: int) -> dict[str, Any]:

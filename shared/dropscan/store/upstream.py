@@ -583,25 +583,41 @@ class UpstreamDB:
         if not lease.try_acquire():  # another ingest of the package is at it: never wait
             tops = self.open_releases([package])
             return ReleaseWritten(self.merge(contributions, open_releases=tops), OpenMode.BUSY)
+        closed: OpenMode | None = None
         with lease.renewing():
             top, versions = self._package_state(package)
             tops = {package: top} if top is not None else {}
             above = top is None and all(version_key(version) > version_key(v) for v in versions)
             if not (above or (top is not None and version_key(version) > version_key(top))):
-                return ReleaseWritten(self.merge(contributions, open_releases=tops), OpenMode.NOT_ABOVE)
-            held = previous(top) if top is not None else ()
-            if held is None:  # the open release's path list is missing: nothing to close by
-                return ReleaseWritten(self.merge(contributions, open_releases=tops), OpenMode.NO_PATH_LIST)
-            for c in contributions.values():
-                c.opened.add(package)
-            written = self.merge(contributions, open_releases=tops, guard=lease.check)
-            departed = self._departed(set(held), contributions) if top is not None else set()
-            if top is not None and departed:
-                closing = {d: Contribution(close={package: top}) for d in departed}
-                written += self.merge(closing, open_releases=tops, guard=lease.check)
-            lease.check()
-            self._set_open_release(package, version, top)
-            return ReleaseWritten(written, OpenMode.OPEN, departed=len(departed))
+                closed = OpenMode.NOT_ABOVE
+            elif (held := previous(top) if top is not None else ()) is None:
+                closed = OpenMode.NO_PATH_LIST  # the open release has no path list to close by
+            else:
+                return self._write_open(package, version, contributions, top, set(held), lease)
+        # the closed mode, with the package lease let go: an ingest above this one may take it
+        return ReleaseWritten(self.merge(contributions, open_releases=tops), closed)
+
+    def _write_open(
+        self,
+        package: str,
+        version: str,
+        contributions: dict[str, Contribution],
+        top: str | None,
+        held: set[str],
+        lease: WriterLease,
+    ) -> ReleaseWritten:
+        """The three steps of the open mode, under the package ``lease`` (see :meth:`write_release`)."""
+        tops = {package: top} if top is not None else {}
+        for c in contributions.values():
+            c.opened.add(package)
+        written = self.merge(contributions, open_releases=tops, guard=lease.check)  # 1. open
+        departed = self._departed(held, contributions) if top is not None else set()
+        if top is not None and departed:  # 2. close what left the open release, at it
+            closing = {d: Contribution(close={package: top}) for d in departed}
+            written += self.merge(closing, open_releases=tops, guard=lease.check)
+        lease.check()
+        self._set_open_release(package, version, top)  # 3. this release is the open one
+        return ReleaseWritten(written, OpenMode.OPEN, departed=len(departed))
 
     def _package_state(self, package: str) -> tuple[str | None, list[str]]:
         """(open release, registered versions) of a package, read consistently."""
