@@ -7,11 +7,12 @@
 2. 10,000 small packages sharing a licence text, merged into moto: the largest item, the licence's
    items, and what a lookup of it reads.
 3. Items written per release: 6 releases of 20,000 files (200 apart), ingested one at a time in version
-   order (as archives come) and at once (as ingest-git merges its tags).
+   order (as archives come: open ranges, and for comparison all closed, as before issue 23's open
+   ranges) and at once (as ingest-git merges its tags).
 4. Fifty ingests at once (10 packages x 5 releases, 2,000 files each, 500 shared by all): all complete,
    every range right.
 
-    python bench/scale.py [--out bench-out/scale] [--quick]
+    python bench/scale.py [--out bench-out/scale] [--quick] [--only writes_per_release]
 """
 
 from __future__ import annotations
@@ -214,20 +215,34 @@ def many_packages(n: int) -> dict[str, Any]:
         }
 
 
-def writes_per_release(files: int, releases: int, step: int) -> dict[str, Any]:
-    syn = Synthetic(releases, files, step)
-    rels = [syn.release(r) for r in range(releases)]
-    out: dict[str, Any] = {"files": files, "releases": releases, "changed_per_release": step}
+def _one_at_a_time(rels: list[Release], *, open_mode: bool) -> dict[str, Any]:
+    """Items written by each release ingested alone, in version order, as the ingest stage does it
+    (open mode: the path list of the open release gives the digests that left), and seconds each."""
+    path_lists = {rel.version: set(rel.files.values()) for rel in rels}
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         _table(client)
         db = UpstreamDB(client, "upstream")
-        written = []
+        written, read, seconds = [], [], []
         for rel in rels:
-            written.append(
-                db.add_release("linux", rel.version, [FileDigests(d, d, d) for d in rel.files.values()])
-            )
-        out["one_at_a_time_in_version_order"] = written
+            files = [FileDigests(d, d, d) for d in rel.files.values()]
+            keys_before = db.stats.keys_requested
+            started = time.perf_counter()
+            if open_mode:
+                written.append(db.add_release("linux", rel.version, files, previous=path_lists.get))
+            else:
+                written.append(db.add_release("linux", rel.version, files))
+            seconds.append(round(time.perf_counter() - started, 2))
+            read.append(db.stats.keys_requested - keys_before)
+        return {"items_written": written, "keys_read": read, "seconds": seconds}
+
+
+def writes_per_release(files: int, releases: int, step: int) -> dict[str, Any]:
+    syn = Synthetic(releases, files, step)
+    rels = [syn.release(r) for r in range(releases)]
+    out: dict[str, Any] = {"files": files, "releases": releases, "changed_per_release": step}
+    out["one_at_a_time_in_version_order"] = _one_at_a_time(rels, open_mode=True)
+    out["one_at_a_time_closed_mode"] = _one_at_a_time(rels, open_mode=False)
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         _table(client)
@@ -309,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="bench-out/scale")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    ap.add_argument("--only", metavar="STEP", help="run only the steps whose name starts with STEP")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -316,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
 
     def step(name: str, fn: Callable[[], Any]) -> None:
+        if a.only and not name.startswith(a.only):
+            return
         print(f"{name} ...", file=sys.stderr, flush=True)
         results[name] = fn()
         print(json.dumps({name: results[name]}), flush=True)

@@ -181,10 +181,15 @@ def info_to_json(info: DigestInfo) -> dict[str, Any]:
 
 
 def info_from_json(v: Mapping[str, Any]) -> DigestInfo:
-    """The inverse of info_to_json (a range of one version is a list of one)."""
+    """The inverse of info_to_json (a range of one version is a list of one). An item's open range
+    (``[lo, hi, 1]``) reads as its stored ``hi``: only the store knows where it really ends."""
     return DigestInfo(
         frozenset(v.get("f", ())),
-        {p: VersionRange(r[0], r[-1]) for p, r in v.get("p", {}).items() if r},
+        {
+            p: VersionRange(r[0], r[-1] if isinstance(r[-1], str) else r[-2])
+            for p, r in v.get("p", {}).items()
+            if r
+        },
         dict(v.get("h") or {}),
     )
 

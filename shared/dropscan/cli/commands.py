@@ -281,7 +281,7 @@ def cmd_ingest_git(a: argparse.Namespace) -> int:
 def cmd_db(a: argparse.Namespace) -> int:
     from dropscan.models import FileDigests, Release
     from dropscan.store.dump import export_db, import_db, read_hash_list
-    from dropscan.store.releases import save_release
+    from dropscan.store.releases import Releases, save_release
 
     with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
         bucket = client.names.upstream_bucket
@@ -310,7 +310,11 @@ def cmd_db(a: argparse.Namespace) -> int:
                 save_release(client.s3, bucket, Release(a.package, a.version, files))
                 trust = Trust(a.trust) if a.trust else None
                 written = client.db.add_release(
-                    a.package, a.version, [FileDigests(d, d, d) for d in files.values()], trust
+                    a.package,
+                    a.version,
+                    [FileDigests(d, d, d) for d in files.values()],
+                    trust,
+                    previous=lambda v: Releases(client.s3, bucket).raw_digests(a.package, v),
                 )
                 print(
                     json.dumps(

@@ -59,16 +59,17 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
     sizes: dict[str, int] = {}
     texts: dict[str, int] = {}
     try:
-        # digests are written page by page while the walk goes on; an unreadable archive's are taken back
-        written = db.merge_release(
-            package, version, _walk_release(svc.objects.open(bucket, key), obj.name, paths, sizes, texts)
-        )
+        # the whole walk before any write: an unreadable archive leaves nothing behind
+        files = list(_walk_release(svc.objects.open(bucket, key), obj.name, paths, sizes, texts))
     except ArchiveReadError as e:
         logger.error("upstream archive unreadable", extra={"key": key, "reason": str(e)})
         svc.releases.put_error(package, version, key, str(e))
         return IngestResult(package, version, 0, 0, error=str(e))
-    merged = time.perf_counter()
+    # the path list first: once this release is the package's open one, the next closes by it
     svc.releases.save(Release(package, version, paths))
+    wrote = db.write_release(package, version, files, previous=partial(svc.releases.raw_digests, package))
+    written = wrote.items
+    merged = time.perf_counter()
     licence, stored = release_licence(svc, obj, paths, sizes, texts)
     licensed = time.perf_counter()
     db.register(package, version, trust)  # last: a registered release has its digests and path list
@@ -79,8 +80,9 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
         "etag": obj.etag or "",
         "files": len(paths),
         "items_written": written,
+        "ranges": {"mode": wrote.mode.value, "departed": wrote.departed},
         "dynamodb": db.stats.as_dict(),
-        # hash and merge overlap: "hash_and_merge" is the walk with the database writes beside it
+        # "hash_and_merge": the walk, then the path list and the database writes
         "seconds": {
             "hash_and_merge": round(merged - started, 3),
             "release": round(time.perf_counter() - licensed, 3),
@@ -177,9 +179,8 @@ def _release_digests(source: Any, name: str) -> Iterator[tuple[str, str, str, st
 def _walk_release(
     source: Any, name: str, paths: dict[str, str], sizes: dict[str, int], texts: dict[str, int]
 ) -> Iterator[FileDigests]:
-    """The release's digests as its walk goes on (in a forked child when there is a core for it, so that
-    the database takes each page while the archive is read on), filling ``paths`` on the way (and
-    ``texts``: the text files small enough to be stored for evidence)."""
+    """The release's digests as its walk goes on (in a forked child when there is a core for it),
+    filling ``paths`` on the way (and ``texts``: the text files small enough to be stored for evidence)."""
     walked = (
         forked_iter(_release_digests, source, name) if usable_cpus() > 1 else _release_digests(source, name)
     )

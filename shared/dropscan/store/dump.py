@@ -107,6 +107,8 @@ def export_db(
         header["created"] = datetime.now(UTC).isoformat(timespec="seconds")
         f.write(json.dumps(header) + "\n")
         packages = db.packages()
+        # read before the digests: an open release only rises, so every release listed here is covered
+        tops = db.open_releases(packages)
         for info in packages.values():
             f.write(
                 json.dumps({"package": info.name, "trust": info.trust.value, "versions": list(info.versions)})
@@ -143,15 +145,16 @@ def export_db(
             if int(head.get("o", 0)):
                 waiting[digest] = head
                 continue
-            f.write(_digest_line(digest, info_of(head, ())) + "\n")
+            f.write(_digest_line(digest, info_of(head, (), tops)) + "\n")
             stats.digests += 1
         for digest, head in waiting.items():
-            f.write(_digest_line(digest, info_of(head, pages.get(digest, ()))) + "\n")
+            f.write(_digest_line(digest, info_of(head, pages.get(digest, ()), tops)) + "\n")
             stats.digests += 1
     return stats
 
 
 def _digest_line(digest: str, found: DigestInfo) -> str:
+    """A digest's line: effective, closed ranges, so that an import needs no package's open release."""
     line: dict[str, Any] = {
         "d": digest,
         "f": sorted(found.forms),
@@ -189,7 +192,9 @@ def import_db(db: UpstreamDB, s3: S3Client, bucket: str, src: IO[bytes]) -> Dump
         else:
             _import_entry(db, s3, bucket, entry, stats)
     stats.digests = len(digests)
-    stats.written = db.merge(digests)
+    # a range this table holds open already covers what its open release covers: not rewritten
+    tops = db.open_releases({p for c in digests.values() for p in c.ranges})
+    stats.written = db.merge(digests, open_releases=tops)
     return stats
 
 

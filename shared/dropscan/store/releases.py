@@ -59,6 +59,11 @@ class Releases:
     def load(self, package: str, version: str) -> Release | None:
         return load_release(self.s3, self.bucket, package, version)
 
+    def raw_digests(self, package: str, version: str) -> set[str] | None:
+        """The SHA-256s of a release's path list (None: it has none): what an open-mode ingest closes by."""
+        release = self.load(package, version)
+        return set(release.files.values()) if release is not None else None
+
     def report(self, package: str, version: str) -> dict[str, Any] | None:
         """What the last ingest of the release did; None if it was never ingested."""
         try:

@@ -19,6 +19,14 @@ its rate on moto (129 puts/s against 1,580 items/s, measured here), so the diges
 :data:`SHARDS` shards by their first byte, and a merge holds one shard's lease (``lease#digests#<n>``)
 while it reads, widens and writes that shard's items, then lets it go: no lease is held for a whole
 release, merges of many releases at once interleave shard by shard, and lookups never wait.
+
+**Open ranges.** A package's range on a digest can be *open* (stored ``[lo, hi, 1]``, or ``[lo, 1]``
+when lo = hi): its effective upper end is the later of ``hi`` and the package item's ``open_release``.
+An archive release ingested above the package's open release, while the package lease is free, merges
+its digests open and closes only the digests of the open release that it lacks (:meth:`UpstreamDB.
+write_release`): releases ingested one at a time in version order then write about their new and
+departed digests instead of their whole content. Readers (:meth:`UpstreamDB.lookup`, dumps) only ever
+see effective, closed ranges.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pynamodb.attributes import JSONAttribute, MapAttribute, UnicodeAttribute, UnicodeSetAttribute
@@ -45,7 +54,7 @@ from dropscan.models import (
     version_key,
 )
 from dropscan.store.batch import BatchTable, CallStats
-from dropscan.store.lease import WRITER_LEASE, LeaseBusy, WriterLease
+from dropscan.store.lease import WRITER_LEASE, LeaseBusy, LeaseLost, WriterLease
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -76,6 +85,8 @@ class PackageItem(Model):
     name = UnicodeAttribute()
     trust = UnicodeAttribute(default=Trust.HIGH.value)
     versions = UnicodeSetAttribute(null=True)
+    # the release whose digests hold open ranges (see the module's docstring); only ever raised
+    open_release = UnicodeAttribute(null=True)
 
 
 def digest_from_raw(raw: dict[str, Any]) -> tuple[str, DigestInfo, bool]:
@@ -114,6 +125,12 @@ def _package_from_raw(raw: dict[str, Any]) -> PackageInfo:
     return PackageInfo(item.name, Trust(item.trust), tuple(sorted(item.versions or (), key=version_key)))
 
 
+#: what :meth:`UpstreamDB.open_releases` reads of a package item
+_OPEN_PROJECTION = {
+    "ProjectionExpression": "#n, #o",
+    "ExpressionAttributeNames": {"#n": "name", "#o": "open_release"},
+}
+
 #: packages a digest item holds before the next go to an overflow item
 PACKAGES_PER_ITEM = 16
 #: shards of the digest items, each with its writer lease
@@ -122,6 +139,25 @@ SHARDS = 32
 LAYOUT = "meta#layout"
 
 Digests = Mapping[str, tuple[set[str], Mapping[str, VersionRange]]]
+
+#: the lease of one package's open release: ``lease#package#<name>``
+PACKAGE_LEASE = "lease#package#"
+
+
+class OpenMode(StrEnum):
+    """How a release was written (:meth:`UpstreamDB.write_release`)."""
+
+    OPEN = "open"
+    BUSY = "closed: the package lease was taken"
+    NOT_ABOVE = "closed: not above the open release"
+    NO_PATH_LIST = "closed: the open release has no path list"
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseWritten:
+    items: int  # items written
+    mode: OpenMode
+    departed: int = 0  # digests of the open release it lacked, closed (open mode)
 
 
 @dataclass
@@ -132,6 +168,13 @@ class Contribution:
     ranges: dict[str, VersionRange] = field(default_factory=dict)
     history: dict[str, Provenance] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)  # "kw"/"ws" -> digest, where they differ
+    opened: set[str] = field(default_factory=set)  # packages whose range here is open (open mode)
+    # package -> the open release a digest it left was last in: its open range ends there
+    close: dict[str, str] = field(default_factory=dict)
+
+    def says_anything(self) -> bool:
+        """Whether it would make an item of a digest the table lacks (a close alone does not)."""
+        return bool(self.forms or self.ranges or self.history)
 
     def add_range(self, package: str, rng: VersionRange) -> None:
         prev = self.ranges.get(package)
@@ -201,42 +244,143 @@ class _Stored:
     pages: list[dict[str, Any]]  # the overflow items' parsed ``v``, in order
     current: bool  # in the current layout (else rewritten on the next merge)
 
-    def info(self) -> DigestInfo:
-        return info_of(self.head or {}, self.pages)
+    def info(self, open_releases: Mapping[str, str] | None = None) -> DigestInfo:
+        return info_of(self.head or {}, self.pages, open_releases)
+
+    def stored(self) -> tuple[DigestInfo, set[str]]:
+        return stored_of(self.head or {}, self.pages)
+
+    def open_packages(self) -> set[str]:
+        """Packages with an open range on this digest (cheap: no range is parsed otherwise)."""
+        return {
+            p
+            for value in (self.head or {}, *self.pages)
+            for p, r in value.get("p", {}).items()
+            if r and not isinstance(r[-1], str)
+        }
 
 
-def info_of(head: Mapping[str, Any], pages: Iterable[Mapping[str, Any]]) -> DigestInfo:
+#: the last element of an open range as stored (``[lo, hi, 1]``); a closed one is ``[lo]`` or ``[lo, hi]``
+OPEN = 1
+
+
+def parse_range(stored: list[Any]) -> tuple[VersionRange, bool]:
+    """(stored range, whether it is open) of a range as an item holds it (non-empty)."""
+    is_open = not isinstance(stored[-1], str)
+    versions = stored[:-1] if is_open else stored
+    return VersionRange(versions[0], versions[-1]), is_open
+
+
+def range_value(rng: VersionRange, is_open: bool) -> list[Any]:
+    return [*rng.as_list(), OPEN] if is_open else rng.as_list()
+
+
+def _later(a: str, b: str) -> str:
+    return max(a, b, key=version_key)
+
+
+def stored_of(head: Mapping[str, Any], pages: Iterable[Mapping[str, Any]]) -> tuple[DigestInfo, set[str]]:
+    """(the digest's info as stored, its packages with an open range): what merges work on."""
     ranges: dict[str, VersionRange] = {}
+    opened: set[str] = set()
     history: dict[str, Provenance] = {}
     for value in (head, *pages):
         for p, r in value.get("p", {}).items():
             if r:
-                ranges[p] = VersionRange(r[0], r[-1])
+                ranges[p], is_open = parse_range(r)
+                if is_open:
+                    opened.add(p)
         history.update(value.get("h") or {})
-    return DigestInfo(frozenset(head.get("f", ())), ranges, history)
+    return DigestInfo(frozenset(head.get("f", ())), ranges, history), opened
 
 
-def _merged(old: DigestInfo | None, new: Contribution) -> DigestInfo:
+def effective(info: DigestInfo, opened: Iterable[str], open_releases: Mapping[str, str]) -> DigestInfo:
+    """``info`` with each open range ended at the later of its ``hi`` and its package's open release."""
+    ranges = dict(info.packages)
+    for p in opened:
+        top = open_releases.get(p)
+        if top is not None and p in ranges:
+            ranges[p] = VersionRange(ranges[p].lo, _later(ranges[p].hi, top))
+    return DigestInfo(info.forms, ranges, info.history)
+
+
+def info_of(
+    head: Mapping[str, Any],
+    pages: Iterable[Mapping[str, Any]],
+    open_releases: Mapping[str, str] | None = None,
+) -> DigestInfo:
+    """What readers see of a digest: closed, effective ranges (``open_releases``: package -> its open
+    release; an open range of a package without one ends at its ``hi``)."""
+    info, opened = stored_of(head, pages)
+    return effective(info, opened, open_releases or {}) if opened else info
+
+
+def _merged_range(
+    prev: VersionRange, was_open: bool, rng: VersionRange, opens: bool, top: str | None
+) -> tuple[VersionRange, bool]:
+    """A stored range widened by a contribution (``opens``: made in open mode; ``top``: the package's
+    open release as the merge knows it, which only ever rises, so a stale one is merely cautious)."""
+    if opens:
+        if was_open and version_key(prev.lo) <= version_key(rng.lo):
+            return prev, True  # its upper end follows the open release: nothing to write
+        return prev.widen(rng.lo).widen(rng.hi), True
+    if was_open:
+        # closed onto open: ``hi`` need not rise to a version the open release already covers (a
+        # re-ingest of the open release writes nothing); the close later takes ``hi`` to that release
+        ceiling = prev.hi if top is None else _later(prev.hi, top)
+        hi = prev.hi if version_key(rng.hi) <= version_key(ceiling) else _later(prev.hi, rng.hi)
+        lo = min(prev.lo, rng.lo, key=version_key)
+        return VersionRange(lo, hi), True
+    return prev.widen(rng.lo).widen(rng.hi), False
+
+
+def _merged(
+    old: DigestInfo | None,
+    old_open: set[str],
+    new: Contribution,
+    open_releases: Mapping[str, str] | None = None,
+) -> tuple[DigestInfo, set[str]]:
     forms = set(new.forms) | set(old.forms if old else ())
     ranges = dict(old.packages) if old else {}
+    opened = set(old_open)
     for pkg, rng in new.ranges.items():
         prev = ranges.get(pkg)
-        ranges[pkg] = prev.widen(rng.lo).widen(rng.hi) if prev else rng
+        if prev is None:
+            ranges[pkg] = rng
+            if pkg in new.opened:
+                opened.add(pkg)
+            continue
+        top = (open_releases or {}).get(pkg)
+        ranges[pkg], is_open = _merged_range(prev, pkg in opened, rng, pkg in new.opened, top)
+        if is_open:
+            opened.add(pkg)
+    for pkg, at in new.close.items():
+        if pkg in opened and pkg in ranges:  # it left the open release: its range ends there
+            opened.discard(pkg)
+            ranges[pkg] = VersionRange(ranges[pkg].lo, _later(ranges[pkg].hi, at))
     history = {p: dict(h) for p, h in (old.history if old else {}).items()}
     for pkg, prov in new.history.items():
         merged = earlier_provenance(history.get(pkg), prov)
         if merged is not None:
             history[pkg] = dict(merged)
-    return DigestInfo(frozenset(forms), ranges, history)
+    return DigestInfo(frozenset(forms), ranges, history), opened
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _layout(digest: str, info: DigestInfo, extra: Mapping[str, str], old_order: list[str]) -> list[str]:
-    """The item values (head first) of ``info``: packages keep the item they were in (``old_order``,
-    head's then each page's), new ones fill the head, then the pages, :data:`PACKAGES_PER_ITEM` each."""
+def _layout(
+    digest: str,
+    info: DigestInfo,
+    extra: Mapping[str, str],
+    old_order: list[str],
+    opened: Iterable[str] = (),
+) -> list[str]:
+    """The item values (head first) of ``info`` (``opened``: packages whose range is open): packages
+    keep the item they were in (``old_order``, head's then each page's), new ones fill the head, then
+    the pages, :data:`PACKAGES_PER_ITEM` each."""
+    opened = set(opened)
     names = sorted(info.names)
     known = [n for n in old_order if n in info.names]
     order = known + [n for n in names if n not in set(known)]
@@ -244,7 +388,7 @@ def _layout(digest: str, info: DigestInfo, extra: Mapping[str, str], old_order: 
 
     def part(group: list[str]) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "p": {p: info.packages[p].as_list() for p in sorted(group) if p in info.packages}
+            "p": {p: range_value(info.packages[p], p in opened) for p in sorted(group) if p in info.packages}
         }
         hist = {p: dict(info.history[p]) for p in sorted(group) if p in info.history}
         if hist:
@@ -313,8 +457,21 @@ class UpstreamDB:
 
     # -------------------------------------------------------------- reads
     def lookup(self, digests: Iterable[str]) -> dict[str, DigestInfo]:
-        """The known digests among ``digests`` (deduplicated: one key per digest, 100 a call)."""
-        return {d: st.info() for d, st in self._read(sorted(set(digests)), projected=True).items()}
+        """The known digests among ``digests`` (deduplicated: one key per digest, 100 a call), with
+        effective ranges: the package items of the packages holding an open range are read once, after
+        the digests (an open release read later is only ever later: a range may over-cover, never less).
+        """
+        found = self._read(sorted(set(digests)), projected=True)
+        opened = {p for st in found.values() for p in st.open_packages()}
+        tops = self.open_releases(opened) if opened else {}
+        return {d: st.info(tops) for d, st in found.items()}
+
+    def open_releases(self, names: Iterable[str]) -> dict[str, str]:
+        """package -> its open release, for those of the named packages that have one (one BatchGet
+        per 100 names)."""
+        keys = [{"pk": {"S": PACKAGE_PREFIX + n}} for n in sorted(set(names))]
+        raws = self.batch.get_many(keys, projection=_OPEN_PROJECTION)
+        return {r["name"]["S"]: r["open_release"]["S"] for r in raws if "open_release" in r}
 
     def _read(self, digests: list[str], *, projected: bool = False) -> dict[str, _Stored]:
         """The stored heads of ``digests`` and their overflow items (absent digests left out)."""
@@ -379,16 +536,130 @@ class UpstreamDB:
 
     # -------------------------------------------------------------- writes
     def add_release(
-        self, package: str, version: str, files: Iterable[FileDigests], trust: Trust | None = None
+        self,
+        package: str,
+        version: str,
+        files: Iterable[FileDigests],
+        trust: Trust | None = None,
+        *,
+        previous: Callable[[str], Iterable[str] | None] | None = None,
     ) -> int:
         """Merge one release's digests into the table and register it; returns how many items were written.
 
         Idempotent: items already holding the release (forms and range) are not rewritten.
-        ``trust`` sets the package's trust; None keeps it (``high`` for a new package).
+        ``trust`` sets the package's trust; None keeps it (``high`` for a new package). ``previous``:
+        the raw SHA-256s of a release of the package (see :meth:`write_release`); None: closed mode.
         """
-        written = self.merge_release(package, version, files)
+        if previous is None:
+            written = self.merge_release(package, version, files)
+        else:
+            written = self.write_release(package, version, files, previous=previous).items
         self.register(package, version, trust)
         return written
+
+    def write_release(
+        self,
+        package: str,
+        version: str,
+        files: Iterable[FileDigests],
+        *,
+        previous: Callable[[str], Iterable[str] | None],
+    ) -> ReleaseWritten:
+        """Merge one release's digests, in open mode if it can (see the module's docstring), else as
+        :meth:`merge_release`; the release is not registered (see :meth:`register`).
+
+        Open mode: the package lease is free at the first try (never waited for) and ``version`` sorts
+        above the package's open release (without one: above every registered version). Under that
+        lease: 1. the digests are merged with open ranges; 2. the digests of the open release (all
+        forms) that this one lacks are closed at it; 3. the package's open release becomes
+        ``version``. ``previous(v)`` gives the raw SHA-256s of release ``v`` (its path list; None if it
+        has none, and then the closed mode is taken). Each step leaves the table correct if the next
+        never comes: an open range over-covers until a later open-mode ingest closes it.
+        """
+        contributions = contributions_of(files, package, VersionRange(version, version))
+        lease = WriterLease(
+            self.client, self.table, self.lease_s, key=PACKAGE_LEASE + package, clock=self.clock
+        )
+        if not lease.try_acquire():  # another ingest of the package is at it: never wait
+            tops = self.open_releases([package])
+            return ReleaseWritten(self.merge(contributions, open_releases=tops), OpenMode.BUSY)
+        closed: OpenMode | None = None
+        with lease.renewing():
+            top, versions = self._package_state(package)
+            tops = {package: top} if top is not None else {}
+            above = top is None and all(version_key(version) > version_key(v) for v in versions)
+            if not (above or (top is not None and version_key(version) > version_key(top))):
+                closed = OpenMode.NOT_ABOVE
+            elif (held := previous(top) if top is not None else ()) is None:
+                closed = OpenMode.NO_PATH_LIST  # the open release has no path list to close by
+            else:
+                return self._write_open(package, version, contributions, top, set(held), lease)
+        # the closed mode, with the package lease let go: an ingest above this one may take it
+        return ReleaseWritten(self.merge(contributions, open_releases=tops), closed)
+
+    def _write_open(
+        self,
+        package: str,
+        version: str,
+        contributions: dict[str, Contribution],
+        top: str | None,
+        held: set[str],
+        lease: WriterLease,
+    ) -> ReleaseWritten:
+        """The three steps of the open mode, under the package ``lease`` (see :meth:`write_release`)."""
+        tops = {package: top} if top is not None else {}
+        for c in contributions.values():
+            c.opened.add(package)
+        written = self.merge(contributions, open_releases=tops, guard=lease.check)  # 1. open
+        departed = self._departed(held, contributions) if top is not None else set()
+        if top is not None and departed:  # 2. close what left the open release, at it
+            closing = {d: Contribution(close={package: top}) for d in departed}
+            written += self.merge(closing, open_releases=tops, guard=lease.check)
+        lease.check()
+        self._set_open_release(package, version, top)  # 3. this release is the open one
+        return ReleaseWritten(written, OpenMode.OPEN, departed=len(departed))
+
+    def _package_state(self, package: str) -> tuple[str | None, list[str]]:
+        """(open release, registered versions) of a package, read consistently."""
+        item = self.client.get_item(
+            TableName=self.table, Key={"pk": {"S": PACKAGE_PREFIX + package}}, ConsistentRead=True
+        ).get("Item")
+        if item is None:
+            return None, []
+        top = item.get("open_release", {}).get("S")
+        return top, list(item.get("versions", {}).get("SS", []))
+
+    def _departed(self, held: set[str], contributions: Mapping[str, Contribution]) -> set[str]:
+        """The digests, in every form, of the open release's files that the new release lacks.
+
+        A file the new release keeps has its normal forms in it too (same bytes, same forms); a file it
+        lacks has them read from its raw item's ``kw``/``ws``: a read per departed file only.
+        """
+        raw_now = {d for d, c in contributions.items() if "raw" in c.forms}
+        gone = sorted(held - raw_now)
+        forms = set(gone)
+        for st in self._read(gone, projected=True).values():
+            forms.update(str(st.head[k]) for k in ("kw", "ws") if st.head and k in st.head)
+        return forms - set(contributions)
+
+    def _set_open_release(self, package: str, version: str, top: str | None) -> None:
+        """Step 3: the open release rises to ``version``, only from the one this ingest read (so it
+        never falls, even under a writer whose lease ran out unseen)."""
+        condition = "attribute_not_exists(#o)" if top is None else "#o = :top"
+        values: dict[str, Any] = {":v": {"S": version}, ":n": {"S": package}, ":t": {"S": Trust.HIGH.value}}
+        if top is not None:
+            values[":top"] = {"S": top}
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": {"S": PACKAGE_PREFIX + package}},
+                UpdateExpression="SET #o = :v, #n = :n, trust = if_not_exists(trust, :t)",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#o": "open_release", "#n": "name"},
+                ExpressionAttributeValues=values,
+            )
+        except self.client.exceptions.ConditionalCheckFailedException as e:
+            raise LeaseLost(f"the open release of {package} moved under this ingest") from e
 
     def merge_release(self, package: str, version: str, files: Iterable[FileDigests]) -> int:
         """Merge one release's digests; returns the items written. The release is not registered (see
@@ -408,13 +679,21 @@ class UpstreamDB:
         return self.merge(contributions)
 
     def merge(
-        self, contributions: Mapping[str, Contribution], *, on_shard: Callable[[int], None] | None = None
+        self,
+        contributions: Mapping[str, Contribution],
+        *,
+        on_shard: Callable[[int], None] | None = None,
+        open_releases: Mapping[str, str] | None = None,
+        guard: Callable[[], None] | None = None,
     ) -> int:
         """Merge ``contributions`` shard by shard, each under its lease; returns the items written.
 
         Shards another merge holds are passed over and come back later; a merge waits (sleeping) only
         when every shard it still needs is taken, and gives up with LeaseBusy after ``lease_wait_s`` of
         no progress. ``on_shard`` is told each shard as it is done (checkpoints, tests).
+        ``open_releases``: package -> open release, as far as the caller knows (a closed range merged
+        onto an open one then writes nothing that release covers); ``guard``: called before each page
+        is written (a package lease's check).
         """
         by_shard: dict[int, dict[str, Contribution]] = {}
         for digest, c in contributions.items():
@@ -432,7 +711,7 @@ class UpstreamDB:
                 if not lease.try_acquire():
                     continue
                 with lease.renewing():
-                    written += self._merge_shard(lease, by_shard[shard])
+                    written += self._merge_shard(lease, by_shard[shard], open_releases or {}, guard)
                 pending.remove(shard)
                 progressed = True
                 if on_shard is not None:
@@ -452,7 +731,13 @@ class UpstreamDB:
             attempt += 1
         return written
 
-    def _merge_shard(self, lease: WriterLease, contributions: Mapping[str, Contribution]) -> int:
+    def _merge_shard(
+        self,
+        lease: WriterLease,
+        contributions: Mapping[str, Contribution],
+        open_releases: Mapping[str, str],
+        guard: Callable[[], None] | None = None,
+    ) -> int:
         """Read, widen and write one shard's digests under its lease; only the items that change."""
         digests = sorted(contributions)
         fresh = lease.fresh and self.born_empty()
@@ -461,13 +746,15 @@ class UpstreamDB:
         for digest in digests:
             new = contributions[digest]
             old = stored.get(digest)
-            old_info = old.info() if old is not None else None
-            info = _merged(old_info, new)
+            if old is None and not new.says_anything():
+                continue  # a close of a digest the table lacks
+            old_info, old_open = old.stored() if old is not None else (None, set())
+            info, opened = _merged(old_info, old_open, new, open_releases)
             extra: dict[str, str] = {
                 k: str(old.head[k]) for k in ("kw", "ws") if old is not None and old.head and k in old.head
             }
             extra.update(new.extra)
-            values = _layout(digest, info, extra, _order_of(old))
+            values = _layout(digest, info, extra, _order_of(old), opened)
             before = (
                 [_dumps(old.head)] + [_dumps(p) for p in old.pages] if old is not None and old.head else []
             )
@@ -475,10 +762,16 @@ class UpstreamDB:
                 continue
             keys = [digest] + [f"{digest}#{k}" for k in range(1, len(values))]
             changed.extend({"pk": {"S": k}, "v": {"S": v}} for k, v in zip(keys, values, strict=True))
-        lease.check()
+
+        def check() -> None:
+            lease.check()
+            if guard is not None:
+                guard()
+
+        check()
         if changed:
             lease.mark_written()
-            self.batch.put_many(changed, before_page=lease.check)
+            self.batch.put_many(changed, before_page=check)
         return len(changed)
 
     def born_empty(self) -> bool:
