@@ -109,13 +109,18 @@ def test_releases_in_version_order_write_their_new_and_departed_digests(dynamodb
     versions = [f"1.{r}" for r in range(RELEASES)]
     releases = {v: synthetic(r) for r, v in enumerate(versions)}
     up = Upstream(dynamodb)
-    written = []
+    written, read = [], []
     # When they are ingested one at a time, in version order
     for v in versions:
+        before = up.db.stats.keys_requested
         written.append(up.ingest("linux", v, releases[v]))
+        read.append(up.db.stats.keys_requested - before)
     # Then the first writes its files, each later one its 20 new digests and closes the 20 that left
     assert up.modes == [OpenMode.OPEN] * RELEASES
     assert written == [FILES] + [2 * STEP] * (RELEASES - 1)
+    # and reads no more than that: the new digests, and the departed ones twice (their normal forms, then
+    # the merge that closes them); the files the open release holds are not read again
+    assert read == [0] + [3 * STEP] * (RELEASES - 1)
     # and every range a lookup gives is the exact hull of the releases holding the digest
     want = true_hulls(releases, set(versions))
     found = up.db.lookup(want)

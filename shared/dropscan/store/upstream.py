@@ -576,7 +576,8 @@ class UpstreamDB:
         has none, and then the closed mode is taken). Each step leaves the table correct if the next
         never comes: an open range over-covers until a later open-mode ingest closes it.
         """
-        contributions = contributions_of(files, package, VersionRange(version, version))
+        listed = list(files)
+        contributions = contributions_of(listed, package, VersionRange(version, version))
         lease = WriterLease(
             self.client, self.table, self.lease_s, key=PACKAGE_LEASE + package, clock=self.clock
         )
@@ -593,7 +594,7 @@ class UpstreamDB:
             elif (held := previous(top) if top is not None else ()) is None:
                 closed = OpenMode.NO_PATH_LIST  # the open release has no path list to close by
             else:
-                return self._write_open(package, version, contributions, top, set(held), lease)
+                return self._write_open(package, version, listed, contributions, top, set(held), lease)
         # the closed mode, with the package lease let go: an ingest above this one may take it
         return ReleaseWritten(self.merge(contributions, open_releases=tops), closed)
 
@@ -601,16 +602,24 @@ class UpstreamDB:
         self,
         package: str,
         version: str,
+        files: list[FileDigests],
         contributions: dict[str, Contribution],
         top: str | None,
         held: set[str],
         lease: WriterLease,
     ) -> ReleaseWritten:
-        """The three steps of the open mode, under the package ``lease`` (see :meth:`write_release`)."""
+        """The three steps of the open mode, under the package ``lease`` (see :meth:`write_release`).
+
+        Step 1 merges only the files the open release does not hold: every digest (in every form) of a
+        file it holds is open from a lower version already, so merging it again would read it to write
+        nothing. Reads, like writes, are then about the new and the departed digests."""
         tops = {package: top} if top is not None else {}
-        for c in contributions.values():
+        fresh = contributions_of(
+            [f for f in files if f.sha256 not in held], package, VersionRange(version, version)
+        )
+        for c in fresh.values():
             c.opened.add(package)
-        written = self.merge(contributions, open_releases=tops, guard=lease.check)  # 1. open
+        written = self.merge(fresh, open_releases=tops, guard=lease.check)  # 1. open
         departed = self._departed(held, contributions) if top is not None else set()
         if top is not None and departed:  # 2. close what left the open release, at it
             closing = {d: Contribution(close={package: top}) for d in departed}
