@@ -287,15 +287,27 @@ def concurrent_ingests(packages: int, versions: int, files: int, shared: int) ->
         _table(client)
         barrier = threading.Barrier(packages * versions)
         errors: list[str] = []
+        modes: list[str] = []
+
+        def own(p: int, v: int) -> list[FileDigests]:
+            return [FileDigests(_d(p, v, k), _d(p, v, k), _d(p, v, k)) for k in range(files - shared)]
+
+        # as the ingest stage does: each release's path list is saved before its digests are written
+        lists = {(f"pkg{p}", f"1.{v}"): [f.sha256 for f in common + own(p, v)] for p in range(packages)
+                 for v in range(versions)}  # fmt: skip
 
         def ingest(job: tuple[int, int]) -> float:
             p, v = job
             db = UpstreamDB(client, "upstream", concurrency=1)  # type: ignore[arg-type]
-            own = [FileDigests(_d(p, v, k), _d(p, v, k), _d(p, v, k)) for k in range(files - shared)]
+            package = f"pkg{p}"
             barrier.wait()
             started = time.perf_counter()
             try:
-                db.add_release(f"pkg{p}", f"1.{v}", common + own)
+                wrote = db.write_release(
+                    package, f"1.{v}", common + own(p, v), previous=lambda r: lists.get((package, r))
+                )
+                db.register(package, f"1.{v}", None)
+                modes.append(wrote.mode.value)
             except Exception as e:
                 errors.append(f"{type(e).__name__}: {e}")
             return time.perf_counter() - started
@@ -316,6 +328,7 @@ def concurrent_ingests(packages: int, versions: int, files: int, shared: int) ->
             "wall_seconds": round(wall, 1),
             "slowest_ingest_seconds": round(max(took), 1),
             "shared_digests_with_every_range": f"{right} of {shared}",
+            "modes": {m: modes.count(m) for m in sorted(set(modes))},
             "registered": sum(len(p.versions) for p in db.packages().values()),
         }
 
