@@ -3,6 +3,7 @@ incremental runs, a partial clone's missing blob."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from moto import mock_aws
 
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit.evidence import MAX_PUBLISHED
+from dropscan.forked import usable_cpus
 from dropscan.gitrepo import GitRepo, version_of
 from dropscan.models import VersionRange
 from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
@@ -206,3 +208,21 @@ def test_a_history_taken_in_parts_indexes_what_one_run_does(tmp_path: Path, aws:
     raw = git(repo, "-c", "log.showroot=false", "log", "--raw", "--no-abbrev", "--format=").splitlines()
     states = {(line.split("\t")[1], line.split()[3]) for line in raw if line.startswith(":")}
     assert sum(len(revs) for revs in revisions.values()) == len(states) < 1_199
+
+
+def test_on_one_cpu_the_diffs_are_made_inline_and_index_the_same(tmp_path: Path, aws: Any) -> None:
+    # Given a history, ingested as on a machine of several CPUs (the diffs in a forked worker)
+    repo = long_history(tmp_path, 700)
+    db, releases = aws
+    ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(history=True))
+    # When this process may run on one CPU only (a Lambda function of less than 1,769 MB)
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        assert usable_cpus() == 1
+        report = ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, GitIngestOptions(history=True))
+    finally:
+        os.sched_setaffinity(0, cpus)
+    # Then the same commits were diffed here, into the same index
+    assert report["evidence"]["commits_diffed"] == 699
+    assert _evidence_index(releases, "bar") == _evidence_index(releases, "foo")
