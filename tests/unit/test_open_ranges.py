@@ -5,6 +5,7 @@ digest (exactly so when releases come in version order)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from dropscan.models import FileDigests, VersionRange, version_key
+from dropscan.store.dump import export_db, import_db
 from dropscan.store.lease import WriterLease
 from dropscan.store.upstream import PACKAGE_LEASE, OpenMode, UpstreamDB
 
@@ -298,3 +300,36 @@ def test_effective_ranges_always_cover_and_in_order_equal_the_closed_tables(
         if [v for v, _ in steps] == sorted(registered, key=version_key) and not any(b for _, b in steps):
             # in version order, one at a time: open ranges say exactly what the closed ones say
             assert all(found[d].packages["p"] == found[d].packages["q"] for d in found)
+
+
+# ---------------------------------------------------------------- a dump keeps the open ranges
+def test_a_database_loaded_from_its_dump_goes_on_writing_only_the_changes(dynamodb: Any) -> None:
+    """The embedded stack saves its database as a dump at exit and loads it at the next start: the
+    package's open release and its open ranges come back with it (else every release ingested in a
+    later run would rewrite all its digests)."""
+    versions = [f"1.{r}" for r in range(4)]
+    releases = {v: synthetic(r) for r, v in enumerate(versions)}
+    up = Upstream(dynamodb)
+    for v in versions[:3]:
+        up.ingest("linux", v, releases[v])
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="dump")
+    dump = io.BytesIO()
+    export_db(up.db, s3, "dump", dump)
+    # When it is loaded into an empty table and the next release comes
+    create_table(dynamodb, "UpstreamTable", "upstream2")
+    loaded = Upstream(dynamodb)
+    loaded.db = UpstreamDB(dynamodb, "upstream2", lease_s=3600, lease_wait_s=3600)
+    loaded.path_lists = up.path_lists
+    dump.seek(0)
+    import_db(loaded.db, s3, "dump", dump)
+    assert loaded.db.open_releases(["linux"]) == {"linux": "1.2"}
+    written = loaded.ingest("linux", "1.3", releases["1.3"])
+    # Then it is written in the open mode, its new and departed digests only, and every range is exact
+    assert (loaded.modes, written) == ([OpenMode.OPEN], 2 * STEP)
+    want = true_hulls(releases, set(versions))
+    assert {d: i.packages["linux"] for d, i in loaded.db.lookup(want).items()} == want
+    # and a dump loaded into a table that knows the package already leaves that package's state alone
+    dump.seek(0)
+    import_db(up.db, s3, "dump", dump)
+    assert up.db.open_releases(["linux"]) == {"linux": "1.2"}

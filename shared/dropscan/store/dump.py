@@ -14,7 +14,7 @@ import re
 import tarfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,9 +22,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dropscan import __version__
 from dropscan.keys import manifest_key
-from dropscan.models import DigestInfo, Release, Trust, VersionRange
+from dropscan.models import DigestInfo, PackageInfo, Release, Trust, VersionRange
 from dropscan.store.releases import Releases, load_release, save_release
-from dropscan.store.upstream import Contribution, UpstreamDB, head_of, info_of
+from dropscan.store.upstream import Contribution, UpstreamDB, effective, head_of, stored_of
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -109,25 +109,7 @@ def export_db(
         packages = db.packages()
         # read before the digests: an open release only rises, so every release listed here is covered
         tops = db.open_releases(packages)
-        for info in packages.values():
-            f.write(
-                json.dumps({"package": info.name, "trust": info.trust.value, "versions": list(info.versions)})
-                + "\n"
-            )
-            stats.packages += 1
-            for v in info.versions:
-                rel = load_release(s3, bucket, info.name, v)
-                if rel is not None:
-                    line: dict[str, Any] = {
-                        "release": rel.package,
-                        "version": rel.version,
-                        "files": rel.files,
-                    }
-                    licence = (Releases(s3, bucket).report(info.name, v) or {}).get("license")
-                    if licence is not None:  # recorded once at ingest: the next scans take it from here
-                        line["license"] = licence
-                    f.write(json.dumps(line) + "\n")
-                    stats.releases += 1
+        _write_packages(f, s3, bucket, packages, tops, stats)
         for info in packages.values():  # what ingest-git runs did, so that the next one is incremental
             state = Releases(s3, bucket).git_state(info.name)
             if state is not None:
@@ -145,21 +127,57 @@ def export_db(
             if int(head.get("o", 0)):
                 waiting[digest] = head
                 continue
-            f.write(_digest_line(digest, info_of(head, (), tops)) + "\n")
+            f.write(_digest_line(digest, *stored_of(head, ()), tops) + "\n")
             stats.digests += 1
         for digest, head in waiting.items():
-            f.write(_digest_line(digest, info_of(head, pages.get(digest, ()), tops)) + "\n")
+            f.write(_digest_line(digest, *stored_of(head, pages.get(digest, ())), tops) + "\n")
             stats.digests += 1
     return stats
 
 
-def _digest_line(digest: str, found: DigestInfo) -> str:
-    """A digest's line: effective, closed ranges, so that an import needs no package's open release."""
+def _write_packages(
+    f: IO[str],
+    s3: S3Client,
+    bucket: str,
+    packages: Mapping[str, PackageInfo],
+    tops: Mapping[str, str],
+    stats: DumpStats,
+) -> None:
+    """Each package's line, then its releases' path lists (with the licence recorded at ingest)."""
+    for info in packages.values():
+        head: dict[str, Any] = {"package": info.name, "trust": info.trust.value}
+        head["versions"] = list(info.versions)
+        if info.name in tops:  # with the digests' open ranges, so that an import keeps writing little
+            head["open_release"] = tops[info.name]
+        f.write(json.dumps(head) + "\n")
+        stats.packages += 1
+        for v in info.versions:
+            rel = load_release(s3, bucket, info.name, v)
+            if rel is not None:
+                line: dict[str, Any] = {
+                    "release": rel.package,
+                    "version": rel.version,
+                    "files": rel.files,
+                }
+                licence = (Releases(s3, bucket).report(info.name, v) or {}).get("license")
+                if licence is not None:  # recorded once at ingest: the next scans take it from here
+                    line["license"] = licence
+                f.write(json.dumps(line) + "\n")
+                stats.releases += 1
+
+
+def _digest_line(digest: str, stored: DigestInfo, opened: set[str], tops: Mapping[str, str]) -> str:
+    """A digest's line: effective, closed ranges (an import into a table that knows the package reads
+    them as they are), and ``o``, the packages whose range is open (a new package's import keeps them
+    open under its open release)."""
+    found = effective(stored, opened, tops) if opened else stored
     line: dict[str, Any] = {
         "d": digest,
         "f": sorted(found.forms),
         "p": {k: [r.lo, r.hi] for k, r in found.packages.items()},
     }
+    if opened & set(tops):
+        line["o"] = sorted(opened & set(tops))
     if found.history:
         line["h"] = {k: dict(v) for k, v in found.history.items()}
     return json.dumps(line, separators=(",", ":"))
@@ -179,22 +197,28 @@ def import_db(db: UpstreamDB, s3: S3Client, bucket: str, src: IO[bytes]) -> Dump
     """Merge a dump into the database; items that already hold what the dump says are not rewritten."""
     stats = DumpStats()
     digests: dict[str, Contribution] = {}
+    adopted: dict[str, str] = {}  # new packages -> the open release they had: kept open here
     for entry in _lines(src):
         if "d" in entry:
             digests[entry["d"]] = Contribution(
                 set(entry["f"]),
                 {p: VersionRange(r[0], r[1]) for p, r in entry["p"].items()},
                 dict(entry.get("h") or {}),
+                opened=set(entry.get("o", ())),
             )
         elif "git" in entry:
             if Releases(s3, bucket).git_state(entry["git"]) is None:
                 Releases(s3, bucket).put_git_state(entry["git"], entry["state"])
-        else:
-            _import_entry(db, s3, bucket, entry, stats)
+        elif _import_entry(db, s3, bucket, entry, stats) and entry.get("open_release"):
+            adopted[entry["package"]] = str(entry["open_release"])
+    for c in digests.values():
+        c.opened &= set(adopted)  # a package this table knew keeps its own ranges' state
     stats.digests = len(digests)
     # a range this table holds open already covers what its open release covers: not rewritten
     tops = db.open_releases({p for c in digests.values() for p in c.ranges})
     stats.written = db.merge(digests, open_releases=tops)
+    for package, version in adopted.items():  # last: every digest of that release is open by now
+        db.adopt_open_release(package, version)
     return stats
 
 
@@ -211,8 +235,8 @@ def _import_licence(releases: Releases, entry: dict[str, Any]) -> None:
         releases.put_report(package, version, report)
 
 
-def _import_entry(db: UpstreamDB, s3: S3Client, bucket: str, entry: dict[str, Any], stats: DumpStats) -> None:
-    """A release path list or a package line of a dump."""
+def _import_entry(db: UpstreamDB, s3: S3Client, bucket: str, entry: dict[str, Any], stats: DumpStats) -> bool:
+    """A release path list or a package line of a dump; True: a package this table did not know."""
     if "release" in entry:
         if load_release(s3, bucket, entry["release"], entry["version"]) is None:
             save_release(s3, bucket, Release(entry["release"], entry["version"], entry["files"]))
@@ -226,6 +250,8 @@ def _import_entry(db: UpstreamDB, s3: S3Client, bucket: str, entry: dict[str, An
         for v in entry["versions"]:
             db.register(entry["package"], v, trust)
         stats.packages += 1
+        return is_new
+    return False
 
 
 def read_hash_list(path: Path) -> dict[str, str]:

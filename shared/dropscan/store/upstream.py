@@ -651,6 +651,16 @@ class UpstreamDB:
             forms.update(str(st.head[k]) for k in ("kw", "ws") if st.head and k in st.head)
         return forms - set(contributions)
 
+    def adopt_open_release(self, package: str, version: str) -> bool:
+        """A package new to this table takes the open release it had in the table a dump came from
+        (:mod:`dropscan.store.dump`), once the dump's digests, open ranges included, are merged; False:
+        it has one already (the table's own state wins)."""
+        try:
+            self._set_open_release(package, version, None)
+        except LeaseLost:
+            return False
+        return True
+
     def _set_open_release(self, package: str, version: str, top: str | None) -> None:
         """Step 3: the open release rises to ``version``, only from the one this ingest read (so it
         never falls, even under a writer whose lease ran out unseen)."""
