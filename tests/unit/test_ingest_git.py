@@ -226,3 +226,49 @@ def test_on_one_cpu_the_diffs_are_made_inline_and_index_the_same(tmp_path: Path,
     # Then the same commits were diffed here, into the same index
     assert report["evidence"]["commits_diffed"] == 699
     assert _evidence_index(releases, "bar") == _evidence_index(releases, "foo")
+
+
+@pytest.mark.parametrize("history", [False, True])
+def test_a_later_runs_new_tag_writes_its_changes_not_its_whole_tree(
+    tmp_path: Path, aws: Any, history: bool
+) -> None:
+    # Given a repository of 60 files, tags 1_0 and 1_1 ingested by one run (1.1 the open release)
+    repo = tmp_path / "src"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    tree: dict[str, bytes | None] = {f"f{i}.c": f"int f{i} = {i};\n".encode() for i in range(60)}
+    commit(repo, tree, "Import", "2001-01-01")
+    git(repo, "tag", "1_0")
+    commit(repo, {"f1.c": b"int f1 = -1;\n"}, "Change f1", "2002-01-01")
+    git(repo, "tag", "1_1")
+    db, _ = aws
+    first = run(repo, aws, history=history)
+    assert first["ranges"]["mode"] == "open"
+    # When a later run finds 1_2, which changes f2, removes f3 and adds g.c
+    commit(repo, {"f2.c": b"int f2 = -2;\n", "f3.c": None, "g.c": b"int g;\n"}, "Next", "2003-01-01")
+    git(repo, "tag", "1_2")
+    report = run(repo, aws, history=history)
+    # Then it writes the digests of its new contents and closes those of 1.1 it lacks, not its 59 files
+    # (each content here is its own three forms: one item)
+    assert report["ranges"] == {"mode": "open", "departed": 2}  # f2.c and f3.c of 1.1
+    assert report["items_written"] == 4  # f2.c and g.c new, f2.c and f3.c of 1.1 closed
+    # and every file's range is its exact hull
+    states = {
+        "f0.c": ("1.0", "1.2"),
+        "f1.c": ("1.1", "1.2"),
+        "f2.c": ("1.2", "1.2"),
+        "f3.c": ("1.0", "1.1"),
+        "g.c": ("1.2", "1.2"),
+    }
+    contents = {
+        "f0.c": b"int f0 = 0;\n",
+        "f1.c": b"int f1 = -1;\n",
+        "f2.c": b"int f2 = -2;\n",
+        "f3.c": b"int f3 = 3;\n",
+        "g.c": b"int g;\n",
+    }
+    found = db.lookup([sha(c) for c in contents.values()] + [sha(b"int f2 = 2;\n")])
+    assert {p: found[sha(c)].packages["foo"] for p, c in contents.items()} == {
+        p: VersionRange(lo, hi) for p, (lo, hi) in states.items()
+    }
+    assert found[sha(b"int f2 = 2;\n")].packages["foo"] == VersionRange("1.0", "1.1")

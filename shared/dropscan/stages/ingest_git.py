@@ -17,6 +17,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -263,7 +264,9 @@ def ingest_git(
             feed = Feed(_commit_changes, repo.path, tags, tips, ref_tips, fork=usable_cpus() > 1)
             changes = _Changes(workers.enter_context(feed))
         poll = changes.poll if changes is not None else lambda: None
-        hulls, new_tags = _releases(repo, package, new_tags, run, releases, content, say, options.stop, poll)
+        hulls, new_tags, newest = _releases(
+            repo, package, new_tags, run, releases, content, say, options.stop, poll
+        )
         seconds = {"tags": time.perf_counter() - started}
         complete = len(new_tags) == len([t for t in tags if old_tags.get(t.name) != t.commit])
 
@@ -282,7 +285,19 @@ def ingest_git(
         # the database's writes while the diff worker goes on with the last commits
         mark = time.perf_counter()
         contributions = _contributions(package, run, hulls, first_commit)
-        written = db.merge(contributions, on_shard=lambda _shard: poll()) if contributions else 0
+        ranges: dict[str, Any] = {}
+        if new_tags and contributions:  # the highest new tag's digests open, as an archive's are
+            wrote = db.write_releases(
+                package,
+                contributions,
+                new_tags[-1].version,
+                newest,
+                previous=partial(releases.raw_digests, package),
+                on_shard=lambda _shard: poll(),
+            )
+            written, ranges = wrote.items, {"mode": wrote.mode.value, "departed": wrote.departed}
+        else:
+            written = db.merge(contributions, on_shard=lambda _shard: poll()) if contributions else 0
         seconds["merge"] = time.perf_counter() - mark
         mark = time.perf_counter()
         if changes is not None:
@@ -331,6 +346,7 @@ def ingest_git(
         },
         "digests": len(contributions),
         "items_written": written,
+        "ranges": ranges,
         "evidence": evidence,
         "dynamodb": {k: v - calls_before.get(k, 0) for k, v in db.stats.as_dict().items()},
         "seconds": {k: round(v, 3) for k, v in {**seconds, "total": time.perf_counter() - started}.items()},
@@ -350,18 +366,22 @@ def _releases(
     say: Callable[[str], None],
     stop: Callable[[], bool],
     between: Callable[[], None],
-) -> tuple[dict[str, list[str]], list[Tag]]:
+) -> tuple[dict[str, list[str]], list[Tag], list[FileDigests]]:
     """Each new tag's path list saved; every blob's range over the new tags ([lo, hi] by version); the
-    tags done (all, unless ``stop`` said so). ``between`` is called after each tag."""
+    tags done (all, unless ``stop`` said so), and the files of the highest of them. ``between`` is
+    called after each tag."""
     hulls: dict[str, list[str]] = {}
     done: list[Tag] = []
+    newest: list[FileDigests] = []
     for n, tag in enumerate(sorted(tags, key=lambda t: version_key(t.version)), 1):
         files: dict[str, str] = {}
+        newest = []
         for entry in repo.files(tag.commit):
             known = run.digests(repo, entry, released=True)
             if known is None:
                 continue
             files[entry.path] = known[0]
+            newest.append(FileDigests(known[0], known[1], known[2]))
             key = f"link:{known[0]}" if entry.link else entry.blob
             hull = hulls.get(key)
             if hull is None:
@@ -383,7 +403,7 @@ def _releases(
         if n < len(tags) and stop():
             say(f"stopping at a checkpoint after {n} of {len(tags)} tags")
             break
-    return hulls, done
+    return hulls, done, newest
 
 
 def _history(

@@ -620,12 +620,59 @@ class UpstreamDB:
         for c in fresh.values():
             c.opened.add(package)
         written = self.merge(fresh, open_releases=tops, guard=lease.check)  # 1. open
-        departed = self._departed(held, contributions) if top is not None else set()
+        raw_now = {d for d, c in contributions.items() if "raw" in c.forms}
+        departed = self._departed(held, raw_now, set(contributions)) if top is not None else set()
         if top is not None and departed:  # 2. close what left the open release, at it
             closing = {d: Contribution(close={package: top}) for d in departed}
             written += self.merge(closing, open_releases=tops, guard=lease.check)
         lease.check()
         self._set_open_release(package, version, top)  # 3. this release is the open one
+        return ReleaseWritten(written, OpenMode.OPEN, departed=len(departed))
+
+    def _write_open_merged(
+        self,
+        package: str,
+        contributions: dict[str, Contribution],
+        newest: str,
+        files: list[FileDigests],
+        top: str | None,
+        held: set[str],
+        lease: WriterLease,
+        on_shard: Callable[[int], None] | None,
+    ) -> ReleaseWritten:
+        """The open mode of :meth:`write_releases`, under the package ``lease``: the digests ``newest``
+        holds merged open (those its open release held from a lower version, with nothing else to say,
+        left alone), the open release's digests it lacks closed, and ``newest`` the open release."""
+        tops = {package: top} if top is not None else {}
+        raw_now = {f.sha256 for f in files}
+        now = {d for f in files for d in (f.sha256, f.kw, f.ws)}
+        # the forms a file gives its own raw digest: a contribution saying more came from another file
+        own = {
+            f.sha256: {"raw"} | {k for k, d in (("kw", f.kw), ("ws", f.ws)) if d == f.sha256} for f in files
+        }
+        fresh: dict[str, Contribution] = {}
+        for digest, c in contributions.items():
+            rng = c.ranges.get(package)
+            if (
+                top is not None
+                and digest in held
+                and digest in now
+                and rng is not None
+                and version_key(rng.lo) > version_key(top)
+                and not c.history
+                and c.forms <= own.get(digest, set())
+            ):
+                continue  # open from a release at or below the open one: nothing to say
+            if digest in now and rng is not None:
+                c.opened.add(package)
+            fresh[digest] = c
+        written = self.merge(fresh, open_releases=tops, guard=lease.check, on_shard=on_shard)
+        departed = self._departed(held, raw_now, now) if top is not None else set()
+        if top is not None and departed:
+            closing = {d: Contribution(close={package: top}) for d in departed}
+            written += self.merge(closing, open_releases=tops, guard=lease.check)
+        lease.check()
+        self._set_open_release(package, newest, top)
         return ReleaseWritten(written, OpenMode.OPEN, departed=len(departed))
 
     def _package_state(self, package: str) -> tuple[str | None, list[str]]:
@@ -638,18 +685,58 @@ class UpstreamDB:
         top = item.get("open_release", {}).get("S")
         return top, list(item.get("versions", {}).get("SS", []))
 
-    def _departed(self, held: set[str], contributions: Mapping[str, Contribution]) -> set[str]:
+    def _departed(self, held: set[str], raw_now: set[str], now: set[str]) -> set[str]:
         """The digests, in every form, of the open release's files that the new release lacks.
 
         A file the new release keeps has its normal forms in it too (same bytes, same forms); a file it
         lacks has them read from its raw item's ``kw``/``ws``: a read per departed file only.
+        ``raw_now``: the new release's raw SHA-256s; ``now``: its digests in every form.
         """
-        raw_now = {d for d, c in contributions.items() if "raw" in c.forms}
         gone = sorted(held - raw_now)
         forms = set(gone)
         for st in self._read(gone, projected=True).values():
             forms.update(str(st.head[k]) for k in ("kw", "ws") if st.head and k in st.head)
-        return forms - set(contributions)
+        return forms - now
+
+    def write_releases(
+        self,
+        package: str,
+        contributions: dict[str, Contribution],
+        newest: str,
+        newest_files: Iterable[FileDigests],
+        *,
+        previous: Callable[[str], Iterable[str] | None],
+        on_shard: Callable[[int], None] | None = None,
+    ) -> ReleaseWritten:
+        """Merge the contributions of several releases at once (ingest-git's new tags, each digest's
+        range over the tags holding it), in open mode if it can, as :meth:`write_release` does for one;
+        ``newest`` is the highest of them, ``newest_files`` its files. The releases are not registered.
+
+        In open mode the digests ``newest`` holds are opened, those of the open release it lacks closed
+        at that release, and ``newest`` becomes the open release: a later run's new tag writes about its
+        changes, not every digest whose range it extends."""
+        lease = WriterLease(
+            self.client, self.table, self.lease_s, key=PACKAGE_LEASE + package, clock=self.clock
+        )
+        if not lease.try_acquire():
+            tops = self.open_releases([package])
+            return ReleaseWritten(
+                self.merge(contributions, open_releases=tops, on_shard=on_shard), OpenMode.BUSY
+            )
+        closed: OpenMode | None = None
+        with lease.renewing():
+            top, versions = self._package_state(package)
+            tops = {package: top} if top is not None else {}
+            above = top is None and all(version_key(newest) > version_key(v) for v in versions)
+            if not (above or (top is not None and version_key(newest) > version_key(top))):
+                closed = OpenMode.NOT_ABOVE
+            elif (held := previous(top) if top is not None else ()) is None:
+                closed = OpenMode.NO_PATH_LIST
+            else:
+                return self._write_open_merged(
+                    package, contributions, newest, list(newest_files), top, set(held), lease, on_shard
+                )
+        return ReleaseWritten(self.merge(contributions, open_releases=tops, on_shard=on_shard), closed)
 
     def adopt_open_release(self, package: str, version: str) -> bool:
         """A package new to this table takes the open release it had in the table a dump came from
