@@ -578,12 +578,87 @@ class UpstreamDB:
         """
         listed = list(files)
         contributions = contributions_of(listed, package, VersionRange(version, version))
+
+        def opening(top: str | None, held: set[str]) -> dict[str, Contribution]:
+            # only the files the open release does not hold: every digest (in every form) of a file it
+            # holds is open from a lower version already, so merging it again would read it to write
+            # nothing; reads, like writes, are then about the new and the departed digests
+            fresh = contributions_of(
+                [f for f in listed if f.sha256 not in held], package, VersionRange(version, version)
+            )
+            for c in fresh.values():
+                c.opened.add(package)
+            return fresh
+
+        return self._write(package, version, contributions, listed, previous, opening)
+
+    def write_releases(
+        self,
+        package: str,
+        contributions: dict[str, Contribution],
+        newest: str,
+        newest_files: Iterable[FileDigests],
+        *,
+        previous: Callable[[str], Iterable[str] | None],
+        on_shard: Callable[[int], None] | None = None,
+    ) -> ReleaseWritten:
+        """Merge the contributions of several releases at once (ingest-git's new tags, each digest's
+        range over the tags holding it), in open mode if it can, as :meth:`write_release` does for one;
+        ``newest`` is the highest of them, ``newest_files`` its files. The releases are not registered.
+
+        In open mode the digests ``newest`` holds are opened, those of the open release it lacks closed
+        at that release, and ``newest`` becomes the open release: a later run's new tag writes about its
+        changes, not every digest whose range it extends."""
+        files = list(newest_files)
+        # the forms a file gives its own raw digest: a contribution saying more came from another file
+        own = {
+            f.sha256: {"raw"} | {k for k, d in (("kw", f.kw), ("ws", f.ws)) if d == f.sha256} for f in files
+        }
+        now = {d for f in files for d in (f.sha256, f.kw, f.ws)}
+
+        def opening(top: str | None, held: set[str]) -> dict[str, Contribution]:
+            # the digests ``newest`` holds, opened; those its open release held from a lower version,
+            # with nothing else to say, left alone
+            fresh: dict[str, Contribution] = {}
+            for digest, c in contributions.items():
+                rng = c.ranges.get(package)
+                if (
+                    top is not None
+                    and digest in held
+                    and digest in now
+                    and rng is not None
+                    and version_key(rng.lo) > version_key(top)
+                    and not c.history
+                    and c.forms <= own.get(digest, set())
+                ):
+                    continue  # open from a release at or below the open one: nothing to say
+                if digest in now and rng is not None:
+                    c.opened.add(package)
+                fresh[digest] = c
+            return fresh
+
+        return self._write(package, newest, contributions, files, previous, opening, on_shard)
+
+    def _write(
+        self,
+        package: str,
+        version: str,
+        contributions: dict[str, Contribution],
+        files: list[FileDigests],
+        previous: Callable[[str], Iterable[str] | None],
+        opening: Callable[[str | None, set[str]], dict[str, Contribution]],
+        on_shard: Callable[[int], None] | None = None,
+    ) -> ReleaseWritten:
+        """``contributions`` merged in open mode if it can (``version`` the release that becomes the open
+        one, ``files`` its files, ``opening(top, held)`` what step 1 merges), else closed."""
         lease = WriterLease(
             self.client, self.table, self.lease_s, key=PACKAGE_LEASE + package, clock=self.clock
         )
         if not lease.try_acquire():  # another ingest of the package is at it: never wait
             tops = self.open_releases([package])
-            return ReleaseWritten(self.merge(contributions, open_releases=tops), OpenMode.BUSY)
+            return ReleaseWritten(
+                self.merge(contributions, open_releases=tops, on_shard=on_shard), OpenMode.BUSY
+            )
         closed: OpenMode | None = None
         with lease.renewing():
             top, versions = self._package_state(package)
@@ -594,85 +669,34 @@ class UpstreamDB:
             elif (held := previous(top) if top is not None else ()) is None:
                 closed = OpenMode.NO_PATH_LIST  # the open release has no path list to close by
             else:
-                return self._write_open(package, version, listed, contributions, top, set(held), lease)
+                kept = set(held)
+                fresh = opening(top, kept)
+                return self._write_open(package, version, files, fresh, top, kept, lease, on_shard)
         # the closed mode, with the package lease let go: an ingest above this one may take it
-        return ReleaseWritten(self.merge(contributions, open_releases=tops), closed)
+        return ReleaseWritten(self.merge(contributions, open_releases=tops, on_shard=on_shard), closed)
 
     def _write_open(
         self,
         package: str,
         version: str,
         files: list[FileDigests],
-        contributions: dict[str, Contribution],
-        top: str | None,
-        held: set[str],
-        lease: WriterLease,
-    ) -> ReleaseWritten:
-        """The three steps of the open mode, under the package ``lease`` (see :meth:`write_release`).
-
-        Step 1 merges only the files the open release does not hold: every digest (in every form) of a
-        file it holds is open from a lower version already, so merging it again would read it to write
-        nothing. Reads, like writes, are then about the new and the departed digests."""
-        tops = {package: top} if top is not None else {}
-        fresh = contributions_of(
-            [f for f in files if f.sha256 not in held], package, VersionRange(version, version)
-        )
-        for c in fresh.values():
-            c.opened.add(package)
-        written = self.merge(fresh, open_releases=tops, guard=lease.check)  # 1. open
-        raw_now = {d for d, c in contributions.items() if "raw" in c.forms}
-        departed = self._departed(held, raw_now, set(contributions)) if top is not None else set()
-        if top is not None and departed:  # 2. close what left the open release, at it
-            closing = {d: Contribution(close={package: top}) for d in departed}
-            written += self.merge(closing, open_releases=tops, guard=lease.check)
-        lease.check()
-        self._set_open_release(package, version, top)  # 3. this release is the open one
-        return ReleaseWritten(written, OpenMode.OPEN, departed=len(departed))
-
-    def _write_open_merged(
-        self,
-        package: str,
-        contributions: dict[str, Contribution],
-        newest: str,
-        files: list[FileDigests],
+        fresh: dict[str, Contribution],
         top: str | None,
         held: set[str],
         lease: WriterLease,
         on_shard: Callable[[int], None] | None,
     ) -> ReleaseWritten:
-        """The open mode of :meth:`write_releases`, under the package ``lease``: the digests ``newest``
-        holds merged open (those its open release held from a lower version, with nothing else to say,
-        left alone), the open release's digests it lacks closed, and ``newest`` the open release."""
+        """The three steps of the open mode, under the package ``lease`` (see :meth:`write_release`)."""
         tops = {package: top} if top is not None else {}
+        written = self.merge(fresh, open_releases=tops, guard=lease.check, on_shard=on_shard)  # 1. open
         raw_now = {f.sha256 for f in files}
         now = {d for f in files for d in (f.sha256, f.kw, f.ws)}
-        # the forms a file gives its own raw digest: a contribution saying more came from another file
-        own = {
-            f.sha256: {"raw"} | {k for k, d in (("kw", f.kw), ("ws", f.ws)) if d == f.sha256} for f in files
-        }
-        fresh: dict[str, Contribution] = {}
-        for digest, c in contributions.items():
-            rng = c.ranges.get(package)
-            if (
-                top is not None
-                and digest in held
-                and digest in now
-                and rng is not None
-                and version_key(rng.lo) > version_key(top)
-                and not c.history
-                and c.forms <= own.get(digest, set())
-            ):
-                continue  # open from a release at or below the open one: nothing to say
-            if digest in now and rng is not None:
-                c.opened.add(package)
-            fresh[digest] = c
-        written = self.merge(fresh, open_releases=tops, guard=lease.check, on_shard=on_shard)
         departed = self._departed(held, raw_now, now) if top is not None else set()
-        if top is not None and departed:
+        if top is not None and departed:  # 2. close what left the open release, at it
             closing = {d: Contribution(close={package: top}) for d in departed}
             written += self.merge(closing, open_releases=tops, guard=lease.check)
         lease.check()
-        self._set_open_release(package, newest, top)
+        self._set_open_release(package, version, top)  # 3. this release is the open one
         return ReleaseWritten(written, OpenMode.OPEN, departed=len(departed))
 
     def _package_state(self, package: str) -> tuple[str | None, list[str]]:
@@ -697,46 +721,6 @@ class UpstreamDB:
         for st in self._read(gone, projected=True).values():
             forms.update(str(st.head[k]) for k in ("kw", "ws") if st.head and k in st.head)
         return forms - now
-
-    def write_releases(
-        self,
-        package: str,
-        contributions: dict[str, Contribution],
-        newest: str,
-        newest_files: Iterable[FileDigests],
-        *,
-        previous: Callable[[str], Iterable[str] | None],
-        on_shard: Callable[[int], None] | None = None,
-    ) -> ReleaseWritten:
-        """Merge the contributions of several releases at once (ingest-git's new tags, each digest's
-        range over the tags holding it), in open mode if it can, as :meth:`write_release` does for one;
-        ``newest`` is the highest of them, ``newest_files`` its files. The releases are not registered.
-
-        In open mode the digests ``newest`` holds are opened, those of the open release it lacks closed
-        at that release, and ``newest`` becomes the open release: a later run's new tag writes about its
-        changes, not every digest whose range it extends."""
-        lease = WriterLease(
-            self.client, self.table, self.lease_s, key=PACKAGE_LEASE + package, clock=self.clock
-        )
-        if not lease.try_acquire():
-            tops = self.open_releases([package])
-            return ReleaseWritten(
-                self.merge(contributions, open_releases=tops, on_shard=on_shard), OpenMode.BUSY
-            )
-        closed: OpenMode | None = None
-        with lease.renewing():
-            top, versions = self._package_state(package)
-            tops = {package: top} if top is not None else {}
-            above = top is None and all(version_key(newest) > version_key(v) for v in versions)
-            if not (above or (top is not None and version_key(newest) > version_key(top))):
-                closed = OpenMode.NOT_ABOVE
-            elif (held := previous(top) if top is not None else ()) is None:
-                closed = OpenMode.NO_PATH_LIST
-            else:
-                return self._write_open_merged(
-                    package, contributions, newest, list(newest_files), top, set(held), lease, on_shard
-                )
-        return ReleaseWritten(self.merge(contributions, open_releases=tops, on_shard=on_shard), closed)
 
     def adopt_open_release(self, package: str, version: str) -> bool:
         """A package new to this table takes the open release it had in the table a dump came from
