@@ -18,12 +18,14 @@ from dropscan import heap
 from dropscan.audit.decisions import export_text, parse_export
 from dropscan.forked import Forked
 from dropscan.local.dispatcher import Dispatcher
+from dropscan.local.moto_table import MotoBatchTable, moto_items
 from dropscan.local.stack import REGION, DeployedStack, deploy
 from dropscan.store.content import LOCAL_ENV, ContentStore
 from dropscan.store.dump import SCANS_FOLDER, export_db, import_db, load_scans, save_scans
 from dropscan.store.scans import now
 from dropscan.store.services import reset as reset_services
 from dropscan.store.stack import Client, StackNames
+from dropscan.store.upstream import UpstreamDB
 
 _FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -172,8 +174,13 @@ CONTENT_FOLDER = "content"
 def _load_db(client: Client, s3: Any, data_dir: Path) -> None:
     dump = data_dir / DB_FILE
     if dump.is_file():
+        db = client.db
+        # the same merge as ``dropscan db import``, its pages written straight into moto's table
+        loader = UpstreamDB(
+            db.client, db.table, batch=MotoBatchTable(db.client, db.table, concurrency=1, stats=db.stats)
+        )
         with dump.open("rb") as f:
-            import_db(client.db, s3, client.names.upstream_bucket, f)
+            import_db(loader, s3, client.names.upstream_bucket, f)
 
 
 DECISIONS_FILE = "decisions.json"
@@ -196,8 +203,8 @@ def _save_decisions(client: Client, data_dir: Path) -> None:
 def _save_db(client: Client, s3: Any, data_dir: Path) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = data_dir / (DB_FILE + ".tmp")
-    with tmp.open("wb") as f:
-        export_db(client.db, s3, client.names.upstream_bucket, f, via_export=True)
+    with tmp.open("wb") as f:  # read from moto's table model, gzip's fastest level: local storage
+        export_db(client.db, s3, client.names.upstream_bucket, f, items=moto_items(client.db.table), level=1)
     # the contents first: a database whose evidence data is not beside it yet is never left behind
     ContentStore(s3, client.names.upstream_bucket).save_to(data_dir / CONTENT_FOLDER)
     tmp.replace(data_dir / DB_FILE)  # never leave a half-written database behind

@@ -14,7 +14,7 @@ import re
 import tarfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -95,14 +95,22 @@ def _exported_items(
 
 
 def export_db(
-    db: UpstreamDB, s3: S3Client, bucket: str, out: IO[bytes], *, via_export: bool = False
+    db: UpstreamDB,
+    s3: S3Client,
+    bucket: str,
+    out: IO[bytes],
+    *,
+    via_export: bool = False,
+    items: Iterable[dict[str, Any]] | None = None,
+    level: int = 6,
 ) -> DumpStats:
     """Write the whole database (digests, packages, release path lists) to ``out``.
 
-    ``via_export``: read the items through a point-in-time export to ``bucket`` instead of a Scan.
+    ``via_export``: read the items through a point-in-time export to ``bucket`` instead of a Scan;
+    ``items``: the table's items from elsewhere (the embedded stack's own storage); ``level``: gzip's.
     """
     stats = DumpStats()
-    with gzip.open(out, "wt", compresslevel=6) as f:
+    with gzip.open(out, "wt", compresslevel=level) as f:
         header = {"format": FORMAT, "generator": f"dropscan {__version__}"}
         header["created"] = datetime.now(UTC).isoformat(timespec="seconds")
         f.write(json.dumps(header) + "\n")
@@ -116,7 +124,9 @@ def export_db(
                 f.write(json.dumps({"git": info.name, "state": state}, separators=(",", ":")) + "\n")
         waiting: dict[str, dict[str, Any]] = {}  # heads whose overflow items are not all read yet
         pages: dict[str, list[dict[str, Any]]] = {}
-        for raw in _exported_items(db, s3, bucket) if via_export else _scan_items(db):
+        if items is None:
+            items = _exported_items(db, s3, bucket) if via_export else _scan_items(db)
+        for raw in items:
             key = raw["pk"]["S"]
             if _PAGE.match(key):
                 pages.setdefault(key[:64], []).append(json.loads(raw["v"]["S"]))

@@ -96,7 +96,7 @@ class Releases:
         return state
 
     def put_git_state(self, package: str, state: dict[str, Any]) -> None:
-        body = gzip.compress(json.dumps(state, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+        body = gzip.compress(json.dumps(state, separators=(",", ":")).encode(), compresslevel=1, mtime=0)
         self.s3.put_object(Bucket=self.bucket, Key=git_state_key(package), Body=body)
 
     def put_git_report(self, package: str, report: dict[str, Any]) -> None:

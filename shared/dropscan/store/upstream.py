@@ -436,14 +436,16 @@ class UpstreamDB:
         lease_s: float = 60.0,
         lease_wait_s: float = 300.0,
         clock: Callable[[], float] = time.time,
+        batch: BatchTable | None = None,
     ) -> None:
         """``lease_s``: how long a shard lease outlives a writer that stopped renewing it;
         ``lease_wait_s``: how long a merge waits for a shard another merge holds (then LeaseBusy: the
-        message comes back later); ``clock``: the leases' clock; ``forked_reads``: see :class:`BatchTable`.
+        message comes back later); ``clock``: the leases' clock; ``forked_reads``: see :class:`BatchTable`;
+        ``batch``: the table's batch reads and writes, if not BatchGetItem/BatchWriteItem on ``client``.
         """
         self.client = client
         self.table = table
-        self.batch = BatchTable(
+        self.batch = batch or BatchTable(
             client, table, concurrency=concurrency, stats=stats, forked_reads=forked_reads
         )
         self.lease_s = lease_s
