@@ -76,19 +76,72 @@ class Hunk:
         return len(self.removed) + len(self.added)
 
 
-def hunks_of(patch: pygit2.Patch) -> list[Hunk]:
-    """The hunks of a libgit2 patch made with no context lines (binary patches have none)."""
+def hunks_of(patch: pygit2.Patch, *, offset: int = 0) -> list[Hunk]:
+    """The hunks of a libgit2 patch made with no context lines (binary patches have none), numbered
+    ``offset`` lines down (the patch of a file's middle)."""
     out: list[Hunk] = []
     for h in patch.hunks:
         removed = tuple(line.raw_content for line in h.lines if line.origin == "-")
         added = tuple(line.raw_content for line in h.lines if line.origin == "+")
-        out.append(Hunk(h.old_start, h.old_lines, h.new_start, h.new_lines, removed, added))
+        out.append(Hunk(h.old_start + offset, h.old_lines, h.new_start + offset, h.new_lines, removed, added))
     return out
 
 
+#: lines of the two contents' common head and tail kept around the part that differs: libgit2 diffs
+#: that part, not the whole file (its time grows with the lines it is given: most of an ingest's
+#: diffs are a few lines changed in a long file); the margin keeps libgit2's choice of where a
+#: change goes among equal lines nearly always as it is in the whole file (docs/design.md)
+MARGIN = 20
+#: libgit2 calls a content binary for a NUL among its first bytes: as many are looked at here
+_SNIFF = 8000
+_STEPS = (1 << 16, 1 << 12, 1 << 8, 1 << 4, 1)
+
+
+def _common_head(a: bytes, b: bytes) -> int:
+    """The length of the bytes ``a`` and ``b`` begin with alike (slices compared in C, coarse to fine)."""
+    n, same = min(len(a), len(b)), 0
+    for step in _STEPS:
+        while same + step <= n and a[same : same + step] == b[same : same + step]:
+            same += step
+    return same
+
+
+def _common_tail(a: bytes, b: bytes, limit: int) -> int:
+    """The length of the bytes ``a`` and ``b`` end with alike, at most ``limit``."""
+    la, lb, same = len(a), len(b), 0
+    for step in _STEPS:
+        while same + step <= limit and a[la - same - step : la - same] == b[lb - same - step : lb - same]:
+            same += step
+    return same
+
+
+def middles(old: bytes, new: bytes, margin: int = MARGIN) -> tuple[int, bytes, bytes]:
+    """(lines left out at the head, ``old``'s and ``new``'s middles): each content without the whole
+    lines it shares with the other at its head and at its tail, but for ``margin`` lines each side."""
+    start = old.rfind(b"\n", 0, _common_head(old, new)) + 1
+    for _ in range(margin):
+        if start == 0:
+            break
+        start = old.rfind(b"\n", 0, start - 1) + 1
+    tail = _common_tail(old, new, min(len(old), len(new)) - start)
+    # the tail from a line start inside the shared bytes (whose NL both contents hold), then the margin
+    nl = old.find(b"\n", len(old) - tail) if tail else -1
+    for _ in range(margin):
+        if nl < 0:
+            break
+        nl = old.find(b"\n", nl + 1)
+    keep = len(old) - (nl + 1) if nl >= 0 else 0
+    return old.count(b"\n", 0, start), old[start : len(old) - keep], new[start : len(new) - keep]
+
+
 def diff(old: bytes, new: bytes) -> list[Hunk]:
-    """The 0-context hunks from ``old`` to ``new``."""
-    return hunks_of(pygit2.Patch.create_from(old, new, context_lines=0))
+    """The 0-context hunks from ``old`` to ``new`` (none for binary contents), made by libgit2 from
+    their middles (:func:`middles`): the ingest's diff of each commit and the scan's, alike."""
+    if b"\0" in old[:_SNIFF] or b"\0" in new[:_SNIFF]:
+        return []
+    skipped, a, b = middles(old, new)
+    patch = pygit2.Patch.create_from(a, b, context_lines=0)
+    return [] if patch.delta.is_binary else hunks_of(patch, offset=skipped)
 
 
 def patch_text(old: bytes, new: bytes, path: str, *, limit: int = PATCH_LIMIT) -> tuple[str, bool]:

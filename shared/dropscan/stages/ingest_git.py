@@ -9,6 +9,7 @@ digest for the whole run (its range over every new tag holding it), merged shard
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import re
 import shutil
 import tempfile
@@ -16,7 +17,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,10 @@ from pygit2.enums import DeltaStatus
 
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit import similarity
-from dropscan.audit.evidence import MAX_PUBLISHED, Published, hunks_of, published_list
+from dropscan.audit.evidence import MAX_PUBLISHED, Published, diff, published_list
 from dropscan.forked import Feed, usable_cpus
 from dropscan.gitbundle import init_repo, unbundle
-from dropscan.gitrepo import LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
+from dropscan.gitrepo import GITLINK, LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
 from dropscan.keys import pack_key, parse_git_bundle_key
 from dropscan.models import FileDigests, Release, Trust, VersionRange, version_key
 from dropscan.store.content import ContentStore, Location, PackWriter, hunk_shard, path_shard
@@ -70,6 +71,8 @@ class _Run:
     where: dict[str, Location] = field(default_factory=dict)
     sketches: dict[str, str] = field(default_factory=dict)  # sha256 -> line sketch (audit.similarity)
     pack: PackWriter | None = None
+    worker_pack: PackWriter | None = None  # the diff worker's (:class:`_BlobWork`), filled in its copy
+    worker_stored: list[int] = field(default_factory=lambda: [0, 0])  # its blobs taken: count, bytes
 
     def digests(self, repo: GitRepo, entry: Entry, *, released: bool = False) -> list[str] | None:
         """The blob's [sha256, kw, ws, tag], read and hashed the first time it is met; ``released``
@@ -115,16 +118,81 @@ class _CommitChanges:
     revisions: list[tuple[str, str]]  # (path, blob id) of each file it added or modified
     diffed: bool = True  # False: a merge or a root commit (their changes come from their parents)
     failed: bool = False  # an object this copy lacks
+    #: blobs this commit brought that the worker read and hashed: (blob id, [sha256, kw, ws], where
+    #: packed or None, bytes); and (blob id, path) of those this copy lacks
+    blobs: list[tuple[str, list[str], Location | None, int]] = field(default_factory=list)
+    missing: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _commit_changes(path: str, tags: list[Tag], hide: list[str], tips: list[str]) -> Iterator[_CommitChanges]:
+@dataclass
+class _BlobWork:
+    """The worker's share of reading, hashing and packing blobs: those a commit adds or modifies that
+    no tag holds and no earlier run hashed. The walk takes them from the other end of the history
+    (:func:`_hash_pending`) until the two meet, as each blob's read is most of its cost and the worker
+    has most of those reads in hand already for its diffs."""
+
+    skip: Any  # blob ids the walk has (an earlier run's) or will have (a tag's): a set or a dict
+    pack: PackWriter
+    where: dict[str, Location]  # the run's stored contents when the worker was forked
+    done: set[str] = field(default_factory=set)
+    #: the first commit (by its place in the walk) whose blobs the walk has taken: shared memory
+    claimed: Any = field(default_factory=lambda: multiprocessing.get_context("fork").Value("q", 1 << 62))
+    at: int = 0  # the place of the commit the worker is at
+
+    def wants(self, blob: str) -> bool:
+        return self.at < self.claimed.value and blob not in self.skip and blob not in self.done
+
+    def hash(self, blob: str, path: str, data: bytes | None, into: _CommitChanges) -> None:
+        if not self.wants(blob):
+            return
+        self.done.add(blob)
+        if data is None:
+            into.missing.append((blob, path))
+            return
+        d = digest_bytes(data, path)
+        where = self.where.get(d.sha256)
+        if where is None and d.kind == "text" and len(data) > 0:
+            self.pack.add(d.sha256, data)
+            where = self.pack.locations.get(d.sha256)
+        into.blobs.append((blob, [d.sha256, d.kw, d.ws], where, len(data)))
+
+
+def _commit_changes(
+    path: str, tags: list[Tag], hide: list[str], tips: list[str], work: _BlobWork | None = None
+) -> Iterator[_CommitChanges]:
     """Each commit's hunks and revisions, in the order of the ingest's history walk (run in a forked
-    child beside it: the diffs and the hunks' fingerprints are half the work of ``--history``)."""
+    child beside it: the diffs and the hunks' fingerprints are half the work of ``--history``); with
+    ``work``, the blobs it brings, hashed (:class:`_BlobWork`)."""
     repo = GitRepo(path)
     first_release = repo.first_releases(tags)
+    if work is not None:
+        work.skip = _TagBlobs(repo, tags, work.skip)
     recent = _RecentBlobs()
-    for commit in repo.commits(hide, tips):
-        yield _changes_of(repo, commit, first_release, recent)
+    for n, commit in enumerate(repo.commits(hide, tips)):
+        if work is not None:
+            work.at = n
+        changes = _changes_of(repo, commit, first_release, recent, work)
+        if work is not None:
+            work.pack.flush()  # on disk before the walk hears of it
+        yield changes
+
+
+class _TagBlobs:
+    """Blob ids of every tree of ``tags``, and of ``known``: what the worker leaves to the walk."""
+
+    def __init__(self, repo: GitRepo, tags: list[Tag], known: Any) -> None:
+        self.known = known
+        self.blobs: set[str] = set()
+        seen: set[bytes] = set()
+        for tag in tags:
+            try:
+                tree = repo.repo[tag.commit].peel(pygit2.Tree)
+            except (KeyError, ValueError, pygit2.GitError):
+                continue
+            repo._walk(tree, "", lambda e: self.blobs.add(e.blob), seen)
+
+    def __contains__(self, blob: object) -> bool:
+        return blob in self.blobs or blob in self.known
 
 
 class _RecentBlobs:
@@ -151,7 +219,11 @@ class _RecentBlobs:
 
 
 def _changes_of(
-    repo: GitRepo, commit: pygit2.Commit, first_release: dict[str, str], recent: _RecentBlobs
+    repo: GitRepo,
+    commit: pygit2.Commit,
+    first_release: dict[str, str],
+    recent: _RecentBlobs,
+    work: _BlobWork | None = None,
 ) -> _CommitChanges:
     seen = first_seen(commit)
     published = Published(seen.commit, first_release.get(seen.commit), seen.date, seen.subject).to_json()
@@ -161,25 +233,27 @@ def _changes_of(
         deltas = list(repo.repo.diff(commit.parents[0], commit).deltas)
     except (pygit2.GitError, KeyError, ValueError):
         return _CommitChanges(seen.commit, published, [], [], diffed=False, failed=True)
-    hunks: list[str] = []
-    revisions: list[tuple[str, str]] = []
-    failed = False
+    out = _CommitChanges(seen.commit, published, [], [])
     for delta in deltas:
         if delta.status not in (DeltaStatus.ADDED, DeltaStatus.MODIFIED) or delta.new_file.mode == LINK:
             continue
-        path = delta.new_file.path
-        revisions.append((path, str(delta.new_file.id)))
+        path, blob = delta.new_file.path, str(delta.new_file.id)
+        out.revisions.append((path, blob))
+        if delta.new_file.mode == GITLINK:
+            continue
         if delta.status != DeltaStatus.MODIFIED or delta.old_file.mode == LINK:
+            if work is not None and work.wants(blob):
+                work.hash(blob, path, recent.read(repo, blob), out)
             continue
-        # the same libgit2 diff of two contents as the scan's (audit.evidence.diff): the same hunks
-        old, new = recent.read(repo, str(delta.old_file.id)), recent.read(repo, str(delta.new_file.id))
+        old, new = recent.read(repo, str(delta.old_file.id)), recent.read(repo, blob)
+        if work is not None:
+            work.hash(blob, path, new, out)
         if old is None or new is None:
-            failed = True  # an object this copy lacks
+            out = replace(out, failed=True)  # an object this copy lacks
             continue
-        patch = pygit2.Patch.create_from(old, new, context_lines=0)
-        if not patch.delta.is_binary:
-            hunks.extend(h.fingerprint(path) for h in hunks_of(patch) if not h.noise)
-    return _CommitChanges(seen.commit, published, hunks, revisions, failed=failed)
+        # the same diff of two contents as the scan's: the same hunks
+        out.hunks.extend(h.fingerprint(path) for h in diff(old, new) if not h.noise)
+    return out
 
 
 @dataclass
@@ -189,6 +263,7 @@ class _Changes:
     (:func:`_commit_changes`) while the tags and the trees are read here."""
 
     feed: Feed[_CommitChanges]
+    work: _BlobWork | None = None  # the worker's share of the blobs (None: the walk hashes them all)
     #: fingerprint (path, lines) -> the commits publishing it (Published.to_json()), earliest first
     hunks: dict[str, list[list[Any]]] = field(default_factory=dict)
     revisions: dict[str, list[list[Any]]] = field(default_factory=dict)  # path -> [[sha256, commit, date]]
@@ -197,9 +272,42 @@ class _Changes:
     waited: float = 0.0  # seconds the walk, done, waited for the worker's last changes
     taken: list[_CommitChanges] = field(default_factory=list)
 
+    #: what the worker hashed (blob id -> [sha256, kw, ws], where packed), and lacked (blob id -> path)
+    hashed: dict[str, tuple[list[str], Location | None, int]] = field(default_factory=dict)
+    lacked: dict[str, str] = field(default_factory=dict)
+    reached: int = 0  # commits of the walk the worker has sent
+
     def poll(self) -> None:
         """Take what the worker has sent (never waits: it is held back only while its pipe is full)."""
-        self.taken.extend(self.feed.ready())
+        self._take(self.feed.ready())
+
+    def _take(self, batch: list[_CommitChanges]) -> None:
+        self.taken.extend(batch)
+        self.reached += len(batch)
+        for change in batch:
+            for blob, digests, where, size in change.blobs:
+                self.hashed.setdefault(blob, (digests, where, size))
+            for blob, path in change.missing:
+                self.lacked.setdefault(blob, path)
+
+    def hashed_by_worker(self, run: _Run, entry: Entry) -> bool:
+        """Whether the worker hashed (or lacked) the entry's blob: then it is in ``run`` now."""
+        got = self.hashed.get(entry.blob)
+        if got is not None:
+            digests, where, size = got
+            run.blobs[entry.blob] = [*digests, ""]
+            run.read += 1
+            run.bytes_read += size
+            if where is not None and digests[0] not in run.where:
+                run.where[digests[0]] = where
+                run.worker_stored[0] += 1
+                run.worker_stored[1] += size
+            return True
+        path = self.lacked.get(entry.blob)
+        if path is not None:
+            run.missing[entry.blob] = [path] if path == entry.path else [path, entry.path]
+            return True
+        return False
 
     def finish(self, walked: list[str], run: _Run) -> None:
         """The changes of the commits ``walked`` (all of the walk, or those before a checkpoint), in the
@@ -209,7 +317,7 @@ class _Changes:
         mark = time.perf_counter()
         while len(got) < len(order) and not self.feed.done:
             batch = self.feed.more()
-            self.taken.extend(batch)
+            self._take(batch)
             got.update(c.commit for c in batch if c.commit in order)
         self.feed.close()
         self.waited = time.perf_counter() - mark
@@ -261,8 +369,15 @@ def ingest_git(
     changes: _Changes | None = None
     with contextlib.ExitStack() as workers:
         if options.history:  # the commits' diffs are made beside the tags and the trees
-            feed = Feed(_commit_changes, repo.path, tags, tips, ref_tips, fork=usable_cpus() > 1)
-            changes = _Changes(workers.enter_context(feed))
+            fork = usable_cpus() > 1
+            work: _BlobWork | None = None
+            if fork:  # and the blobs it reads for them are hashed there too
+                folder = Path(scratch.name) / "worker"
+                folder.mkdir()
+                run.worker_pack = PackWriter(folder, f"{run.pack.key_prefix}-w")
+                work = _BlobWork(run.blobs, run.worker_pack, run.where)
+            feed = Feed(_commit_changes, repo.path, tags, tips, ref_tips, work, fork=fork)
+            changes = _Changes(workers.enter_context(feed), work)
         poll = changes.poll if changes is not None else lambda: None
         hulls, new_tags, newest = _releases(
             repo, package, new_tags, run, releases, content, say, options.stop, poll
@@ -425,10 +540,13 @@ def _history(
     first_commit: dict[str, FirstSeen] = {}
     commits = 0
     walked: list[str] = []
+    pending: list[list[Entry]] = []  # each commit's blobs met first there and not hashed yet
+    ended = True
     for commit, entries in repo.history(hide, tips):
         commits += 1
         walked.append(str(commit.id))
         seen: FirstSeen | None = None
+        new: list[Entry] = []
         for entry in entries:
             if entry.link:
                 continue
@@ -438,15 +556,38 @@ def _history(
                     continue  # met by an earlier run's history: its provenance is written
                 seen = seen or first_seen(commit)
                 prov = first_commit[entry.blob] = FirstSeen(seen.commit, seen.date, seen.subject)
-                run.digests(repo, entry)
+                if entry.blob not in run.blobs:
+                    new.append(entry)
             add_path(prov, entry.path)
+        pending.append(new)
         changes.poll()
         if commits % 2000 == 0:
             say(f"history: {commits} commits, {len(first_commit)} blobs")
         if commits % 500 == 0 and stop():
             say(f"stopping at a checkpoint after {commits} commits")
-            return first_commit, commits, walked, hide + walked, False
+            ended = False
+            break
+    _hash_pending(repo, run, pending, changes)
+    if not ended:
+        return first_commit, commits, walked, hide + walked, False
     return first_commit, commits, walked, tips, True
+
+
+def _hash_pending(repo: GitRepo, run: _Run, pending: list[list[Entry]], changes: _Changes) -> None:
+    """Every blob the walk met first, read and hashed: from the last commit back, by the walk, until it
+    meets the diff worker coming forward (which hashes what its diffs read: :class:`_BlobWork`); what
+    the worker leaves (merges, root commits, a worker inline) the walk hashes too."""
+    for n in range(len(pending) - 1, -1, -1):
+        if changes.work is not None:
+            changes.work.claimed.value = n  # the worker leaves this commit's blobs on
+        if n % 16 == 0:
+            changes.poll()
+        for entry in pending[n]:
+            if entry.blob in run.blobs or entry.blob in run.missing:
+                continue
+            if changes.hashed_by_worker(run, entry):
+                continue
+            run.digests(repo, entry)
 
 
 def _where_json(where: dict[str, Location]) -> dict[str, Any]:
@@ -460,11 +601,12 @@ def _store_evidence(
 ) -> dict[str, Any]:
     """Upload this run's pack, and merge its hunks and revisions into the package's shards."""
     assert run.pack is not None
-    content.put_pack(run.pack.segments)
+    segments = [*run.pack.segments, *(run.worker_pack.on_disk() if run.worker_pack is not None else [])]
+    content.put_pack(segments)
     out: dict[str, Any] = {
-        "stored": len(run.pack.locations),
-        "stored_bytes": run.pack.raw_bytes,
-        "packed_bytes": run.pack.packed_bytes,
+        "stored": len(run.pack.locations) + run.worker_stored[0],
+        "stored_bytes": run.pack.raw_bytes + run.worker_stored[1],
+        "packed_bytes": sum(path.stat().st_size for path, _ in segments),
     }
     if changes is None:
         return out

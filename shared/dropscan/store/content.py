@@ -135,6 +135,16 @@ class PackWriter:
             self._file.close()
             self._file = None
 
+    def flush(self) -> None:
+        """Every blob added so far on disk (for a copy of this writer filled in a forked child)."""
+        if self._file is not None:
+            self._file.flush()
+
+    def on_disk(self) -> list[tuple[Path, str]]:
+        """The segments in ``folder``, keyed as :attr:`segments` keys them: what a copy of this writer
+        (filled in a forked child, whose ``segments`` stay there) wrote."""
+        return [(p, f"{self.key_prefix}-{p.stem}.pack") for p in sorted(self.folder.glob("*.pack"))]
+
     def __enter__(self) -> PackWriter:
         return self
 
