@@ -14,6 +14,7 @@ from dropscan.audit.evidence import (
     evidence_of,
     file_origin,
     fingerprint,
+    middles,
     patch_text,
     settle,
 )
@@ -43,6 +44,48 @@ def apply(old: bytes, hunks: list[Hunk]) -> bytes:
 )
 def test_the_hunks_are_exactly_the_change(old: list[bytes], new: list[bytes]) -> None:
     assert apply(b"".join(old), diff(b"".join(old), b"".join(new))) == b"".join(new)
+
+
+LINES = st.sampled_from([b"a\n", b"b\n", b"}\n", b"\n", b"\tx;\n", b"y\r\n", b"$Id$\n"])
+
+
+@given(
+    st.lists(LINES, max_size=80),
+    st.lists(LINES, max_size=12),
+    st.lists(LINES, max_size=12),
+    st.lists(LINES, max_size=80),
+    st.booleans(),
+)
+def test_a_long_files_hunks_made_from_its_middle_are_exactly_the_change(
+    head: list[bytes], old: list[bytes], new: list[bytes], tail: list[bytes], no_last_nl: bool
+) -> None:
+    # Given two contents sharing long runs of (often equal) lines around their change
+    a, b = b"".join(head + old + tail), b"".join(head + new + tail)
+    if no_last_nl:
+        a, b = a + b"end", b + b"end"
+    # Then the hunks made from their middles, numbered in the whole files, turn one into the other
+    hunks = diff(a, b)
+    assert apply(a, hunks) == b
+    # and each hunk's key is its fingerprint, or None for a hunk that is noise
+    assert [h.key("x.c") for h in hunks] == [None if h.noise else h.fingerprint("x.c") for h in hunks]
+
+
+def test_only_the_middle_of_a_long_file_is_diffed_and_its_hunks_keep_their_line_numbers() -> None:
+    old = b"".join(b"line %d\n" % i for i in range(5000))
+    new = replace(old, 2500, b"line 2500 changed\n")
+    skipped, a, b = middles(old, new)
+    # the 20 lines of margin each side and the changed line: whole lines, from line 2481 on
+    assert (skipped, a.count(b"\n"), b.count(b"\n")) == (2480, 41, 41)
+    assert a.startswith(b"line 2480\n") and b.endswith(b"line 2520\n")
+    [hunk] = diff(old, new)
+    assert (hunk.old_start, hunk.new_start, hunk.removed, hunk.added) == (
+        2501,
+        2501,
+        (b"line 2500\n",),
+        (b"line 2500 changed\n",),
+    )
+    # a content with a NUL among its first bytes is binary, as libgit2 says of the whole file
+    assert diff(b"\0" + old, b"\0" + new) == []
 
 
 def test_keywords_line_endings_and_trailing_blanks_are_noise_and_a_real_change_is_not() -> None:

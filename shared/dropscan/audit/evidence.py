@@ -32,7 +32,9 @@ MAX_PUBLISHED = 4
 
 def normal_line(line: bytes) -> bytes:
     """A line as the ``ws`` digest sees it: keywords bare, no CR, no trailing blanks."""
-    return kw_normalise(line).replace(b"\r", b"").rstrip(b" \t\n")
+    if b"$" in line:  # the only lines keyword normalisation can change
+        line = kw_normalise(line)
+    return line.replace(b"\r", b"").rstrip(b" \t\n")
 
 
 def fingerprint(path: str, removed: Sequence[bytes], added: Sequence[bytes]) -> str:
@@ -42,12 +44,17 @@ def fingerprint(path: str, removed: Sequence[bytes], added: Sequence[bytes]) -> 
     a project's history, so lines alone cite a 1999 commit to another file for a 2024 fix, and call
     a vendor's added ``}`` upstream's.
     """
+    return _fingerprint(path, list(map(normal_line, removed)), list(map(normal_line, added)))
+
+
+def _fingerprint(path: str, removed: list[bytes], added: list[bytes]) -> str:
+    """:func:`fingerprint` of lines normalised already."""
     h = hashlib.sha256(path.encode("utf-8", "surrogateescape") + b"\0")
     for line in removed:
-        h.update(b"-" + normal_line(line) + b"\n")
+        h.update(b"-" + line + b"\n")
     h.update(b"\0")
     for line in added:
-        h.update(b"+" + normal_line(line) + b"\n")
+        h.update(b"+" + line + b"\n")
     return h.hexdigest()[:32]
 
 
@@ -70,6 +77,11 @@ class Hunk:
     def fingerprint(self, path: str) -> str:
         """The hunk's key in the hunk index, as a change to the file at ``path``."""
         return fingerprint(path, self.removed, self.added)
+
+    def key(self, path: str) -> str | None:
+        """:meth:`fingerprint`, or None for :attr:`noise` (each line normalised once for both)."""
+        removed, added = list(map(normal_line, self.removed)), list(map(normal_line, self.added))
+        return None if removed == added else _fingerprint(path, removed, added)
 
     @property
     def size(self) -> int:

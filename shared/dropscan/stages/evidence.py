@@ -313,9 +313,8 @@ def _diff_all(
             c.hunks = evidence.diff(old, new)
             if comp.history:
                 path = c.base["path"]
-                asked.setdefault(comp.package, set()).update(
-                    h.fingerprint(path) for h in c.hunks if not h.noise
-                )
+                keys = (h.key(path) for h in c.hunks)
+                asked.setdefault(comp.package, set()).update(k for k in keys if k is not None)
     index: dict[str, list[Published]] = {}
     for package, fps in asked.items():
         shards = store.shards(package, "hunks", {hunk_shard(fp) for fp in fps})
