@@ -73,10 +73,16 @@ class FirstSeen:
         return {"c": self.commit, "t": self.date, "s": self.subject, "p": sorted(self.paths)}
 
 
+#: libgit2 caches no tree over 4 KiB by default: a big project's root and busiest folders are read and
+#: inflated again by every commit's diff (a quarter of the diffs' time on BusyBox's history)
+TREE_CACHE_LIMIT = 1 << 20
+
+
 class GitRepo:
     """A repository on disk (bare or not)."""
 
     def __init__(self, path: str) -> None:
+        pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, TREE_CACHE_LIMIT)
         self.path = path
         try:
             self.repo = pygit2.Repository(path)

@@ -3,6 +3,7 @@ incremental runs, a partial clone's missing blob."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -19,8 +20,8 @@ from dropscan.audit.evidence import MAX_PUBLISHED
 from dropscan.forked import usable_cpus
 from dropscan.gitrepo import GitRepo, version_of
 from dropscan.models import VersionRange
-from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
-from dropscan.store.content import SHARDS, ContentStore
+from dropscan.stages.ingest_git import GitIngestOptions, _BlobWork, _commit_changes, ingest_git
+from dropscan.store.content import SHARDS, ContentStore, PackWriter, unpack
 from dropscan.store.releases import Releases
 from dropscan.store.upstream import UpstreamDB
 
@@ -226,6 +227,99 @@ def test_on_one_cpu_the_diffs_are_made_inline_and_index_the_same(tmp_path: Path,
     # Then the same commits were diffed here, into the same index
     assert report["evidence"]["commits_diffed"] == 699
     assert _evidence_index(releases, "bar") == _evidence_index(releases, "foo")
+
+
+def _states_repo(tmp_path: Path) -> tuple[Path, list[bytes]]:
+    """a.c in twelve states, one commit each (new files at 0, 4 and 8), tagged ``1_0`` at state 3; this
+    copy lacks state 8 (a partial clone)."""
+    repo = tmp_path / "states"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    states = [b"int a = %d;\n" % i + b"int b;\n" * 30 for i in range(12)]
+    for i, data in enumerate(states):
+        extra = {f"new{i}.c": b"int new%d;\n" % i} if i % 4 == 0 else {}
+        commit(repo, {"a.c": data, **extra}, f"State {i}", f"2001-01-{i + 1:02d}")
+        if i == 3:
+            git(repo, "tag", "1_0")
+    lacking = sha1_of(states[8])
+    (repo / ".git" / "objects" / lacking[:2] / lacking[2:]).unlink()
+    return repo, states
+
+
+def sha1_of(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_the_diff_worker_hashes_and_packs_what_its_commits_bring_until_the_walks_claim(
+    tmp_path: Path,
+) -> None:
+    repo, states = _states_repo(tmp_path)
+    gitrepo = GitRepo(str(repo / ".git"))
+
+    # Given the diff worker, with one state an earlier run hashed already
+    def worker(claimed: int | None = None) -> tuple[dict[str, Any], dict[str, str], PackWriter]:
+        pack = PackWriter(tmp_path / f"pack{claimed}", "k")
+        pack.folder.mkdir()
+        work = _BlobWork({sha1_of(states[10]): ["known"]}, pack, {})
+        if claimed is not None:
+            work.claimed.value = claimed
+        got = list(_commit_changes(gitrepo.path, gitrepo.tags(), [], gitrepo.ref_tips(), work))
+        hashed = {blob: (digests, where) for c in got for blob, digests, where, _ in c.blobs}
+        return hashed, {blob: path for c in got for blob, path in c.missing}, pack
+
+    hashed, missing, pack = worker()
+    # Then it hashed the blobs its diffs brought: neither the root commit's (no diff), nor the tag's
+    # (the walk reads those for their sketches), nor the earlier run's; and it named the one it lacks
+    mine = [states[i] for i in (1, 2, 4, 5, 6, 7, 9, 11)] + [b"int new4;\n", b"int new8;\n"]
+    assert set(hashed) == {sha1_of(data) for data in mine}
+    assert missing == {sha1_of(states[8]): "a.c"}
+    # with the digests of their contents, packed where it says
+    files = {key: path.read_bytes() for path, key in pack.on_disk()}
+    for data in mine:
+        digests, (key, off, n) = hashed[sha1_of(data)]
+        d = digest_bytes(data)
+        assert digests == [d.sha256, d.kw, d.ws]
+        assert unpack(files[key][off : off + n]) == data
+    # and from the commit the walk claimed on (the seventh), it hashes nothing: the walk does
+    hashed, missing, _ = worker(claimed=6)
+    assert set(hashed) == {
+        sha1_of(data) for data in [states[1], states[2], states[4], states[5], b"int new4;\n"]
+    }
+    assert missing == {}
+
+
+def test_blobs_hashed_by_the_worker_or_the_walk_make_one_database(tmp_path: Path, aws: Any) -> None:
+    # Given the history ingested with the diff worker beside the walk, and again on one CPU (the walk
+    # hashes every blob)
+    repo, states = _states_repo(tmp_path)
+    db, releases = aws
+    forked = ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(history=True))
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        inline = ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, GitIngestOptions(history=True))
+    finally:
+        os.sched_setaffinity(0, cpus)
+    # Then each distinct blob was hashed once, the lacking one is named with its path, both ways
+    assert forked["blobs"]["read"] == inline["blobs"]["read"] == 14  # 11 states of a.c, 3 new files
+    for report in (forked, inline):
+        assert report["blobs"]["missing_named"] == [{"blob": sha1_of(states[8]), "paths": ["a.c"]}]
+    # and every content has the same provenance and range under both packages
+    contents = [s for i, s in enumerate(states) if i != 8] + [b"int new%d;\n" % i for i in (0, 4, 8)]
+    found = db.lookup([sha(data) for data in contents])
+    assert len(found) == len(contents)
+    for info in found.values():
+        assert info.history["foo"] == info.history["bar"]
+        assert info.packages.get("foo") == info.packages.get("bar")
+    # and the same revisions and hunks, each state's content stored and readable
+    assert _evidence_index(releases, "foo") == _evidence_index(releases, "bar")
+    content = ContentStore(releases.s3, releases.bucket)
+    for package in ("foo", "bar"):
+        [shard] = [
+            v for v in content.shards(package, "history", range(SHARDS)).values() if "a.c" in v["paths"]
+        ]
+        where = {r[0]: tuple(r[3:]) for r in shard["paths"]["a.c"]}
+        assert set(content.blobs(where).values()) == {s for i, s in enumerate(states) if i not in (0, 8)}
 
 
 @pytest.mark.parametrize("history", [False, True])

@@ -127,9 +127,12 @@ def _common_tail(a: bytes, b: bytes, limit: int) -> int:
     return same
 
 
-def middles(old: bytes, new: bytes, margin: int = MARGIN) -> tuple[int, bytes, bytes]:
+def middles(
+    old: bytes, new: bytes, margin: int = MARGIN, *, numbered: bool = True
+) -> tuple[int, bytes, bytes]:
     """(lines left out at the head, ``old``'s and ``new``'s middles): each content without the whole
-    lines it shares with the other at its head and at its tail, but for ``margin`` lines each side."""
+    lines it shares with the other at its head and at its tail, but for ``margin`` lines each side;
+    not ``numbered``: 0 lines said (not counted)."""
     start = old.rfind(b"\n", 0, _common_head(old, new)) + 1
     for _ in range(margin):
         if start == 0:
@@ -143,15 +146,17 @@ def middles(old: bytes, new: bytes, margin: int = MARGIN) -> tuple[int, bytes, b
             break
         nl = old.find(b"\n", nl + 1)
     keep = len(old) - (nl + 1) if nl >= 0 else 0
-    return old.count(b"\n", 0, start), old[start : len(old) - keep], new[start : len(new) - keep]
+    skipped = old.count(b"\n", 0, start) if numbered else 0
+    return skipped, old[start : len(old) - keep], new[start : len(new) - keep]
 
 
-def diff(old: bytes, new: bytes) -> list[Hunk]:
+def diff(old: bytes, new: bytes, *, numbered: bool = True) -> list[Hunk]:
     """The 0-context hunks from ``old`` to ``new`` (none for binary contents), made by libgit2 from
-    their middles (:func:`middles`): the ingest's diff of each commit and the scan's, alike."""
+    their middles (:func:`middles`): the ingest's diff of each commit and the scan's, alike. Not
+    ``numbered``: their lines are numbered from the middle's start (for their keys alone)."""
     if b"\0" in old[:_SNIFF] or b"\0" in new[:_SNIFF]:
         return []
-    skipped, a, b = middles(old, new)
+    skipped, a, b = middles(old, new, numbered=numbered)
     patch = pygit2.Patch.create_from(a, b, context_lines=0)
     return [] if patch.delta.is_binary else hunks_of(patch, offset=skipped)
 

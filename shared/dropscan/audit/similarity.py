@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from dropscan.archive.digest import ws_normalise
+from dropscan.archive.digest import kw_normalise
 
 #: values of a sketch
 K = 16
@@ -37,8 +37,13 @@ COMMON_SHARE = 200
 
 
 def lines_of(data: bytes) -> set[bytes]:
-    """The distinct lines that can tell a file's origin."""
-    return {n for n in map(bytes.strip, ws_normalise(data).split(b"\n")) if len(n) >= MIN_LINE}
+    """The distinct lines that can tell a file's origin: as ``ws_normalise`` makes them, stripped (strip
+    drops trailing blanks itself, so only keywords and CRs are normalised first)."""
+    if b"$" in data:
+        data = kw_normalise(data)
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return {n for n in map(bytes.strip, data.split(b"\n")) if len(n) >= MIN_LINE}
 
 
 def sketch(data: bytes) -> tuple[int, ...]:

@@ -252,7 +252,7 @@ def _changes_of(
             out = replace(out, failed=True)  # an object this copy lacks
             continue
         # the same diff of two contents as the scan's: the same hunks
-        out.hunks.extend(k for k in (h.key(path) for h in diff(old, new)) if k is not None)
+        out.hunks.extend(k for k in (h.key(path) for h in diff(old, new, numbered=False)) if k is not None)
     return out
 
 
