@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -50,3 +52,29 @@ def test_hash_of_a_truncated_tar_lists_what_it_read_and_says_why(
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) >= 25
     assert "archive is corrupt or truncated" in captured.err and "Traceback" not in captured.err
+
+
+def test_the_script_prints_everything_runs_its_exit_handlers_and_exits_with_mains_code(
+    tmp_path: Path,
+) -> None:
+    # Given the script's way of ending (exit handlers, then no teardown of the heap)
+    files = big_tar(tmp_path / "drop.tar", count=200)
+    script = (
+        "import atexit, sys, tempfile\n"
+        "kept = tempfile.TemporaryDirectory(dir=sys.argv[1])\n"  # removed by its exit handler, if run
+        "atexit.register(lambda: print('handler ran', file=sys.stderr))\n"
+        "from dropscan.cli import run\n"
+        "sys.argv = ['dropscan', *sys.argv[2:]]\n"
+        "run()\n"
+    )
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    ok = subprocess.run([sys.executable, "-c", script, str(scratch), "hash", str(tmp_path / "drop.tar")],
+                        capture_output=True, text=True, check=False)  # fmt: skip
+    # Then every line was written out, the exit handlers ran, and the code is main's
+    assert ok.returncode == 0
+    assert [json.loads(line)["path"] for line in ok.stdout.splitlines()] == list(files)
+    assert "handler ran" in ok.stderr and list(scratch.iterdir()) == []
+    bad = subprocess.run([sys.executable, "-c", script, str(scratch), "hash", str(tmp_path / "missing.tar")],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert bad.returncode != 0 and "dropscan:" in bad.stderr and "Traceback" not in bad.stderr

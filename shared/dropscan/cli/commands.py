@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import json
 import os
 import sys
@@ -512,5 +514,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return rc
 
 
+def run() -> None:
+    """The ``dropscan`` script: :func:`main`, its exit handlers (temporary folders, forked workers, log
+    handlers), then the end of the process, without the interpreter freeing every object of the embedded
+    stack's tables one by one (a second after an ingest of BusyBox's history, for nothing)."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a reader gone, a stream closed
+            stream.flush()
+    atexit._run_exitfuncs()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
