@@ -124,6 +124,12 @@ class _CommitChanges:
     missing: list[tuple[str, str]] = field(default_factory=list)
 
 
+def _shared_int(value: int) -> Any:
+    """An int in memory a forked child shares, without a lock: one process writes it, and a lock would
+    need /dev/shm, which Lambda lacks."""
+    return multiprocessing.get_context("fork").Value("q", value, lock=False)
+
+
 @dataclass
 class _BlobWork:
     """The worker's share of reading, hashing and packing blobs: those a commit adds or modifies that
@@ -136,7 +142,7 @@ class _BlobWork:
     where: dict[str, Location]  # the run's stored contents when the worker was forked
     done: set[str] = field(default_factory=set)
     #: the first commit (by its place in the walk) whose blobs the walk has taken: shared memory
-    claimed: Any = field(default_factory=lambda: multiprocessing.get_context("fork").Value("q", 1 << 62))
+    claimed: Any = field(default_factory=lambda: _shared_int(1 << 62))
     at: int = 0  # the place of the commit the worker is at
 
     def wants(self, blob: str) -> bool:
