@@ -539,8 +539,19 @@ def ingest_history(repo: Path, data: Path, code: Path | None = None) -> dict[str
     """``dropscan ingest-git --history`` of the combined repository into a fresh embedded stack (with
     ``code``: the library found there instead of this checkout's, on the same interpreter)."""
     shutil.rmtree(data, ignore_errors=True)
-    ingest = [str(BIN / "dropscan"), "ingest-git", str(repo), "--package", "busybox", "--history", "--quiet"]
-    env = {"PYTHONPATH": str(code)} if code else None
+    # ``-m dropscan.cli`` rather than the script: the script's entry point is this checkout's
+    ingest = [
+        sys.executable,
+        "-m",
+        "dropscan.cli",
+        "ingest-git",
+        str(repo),
+        "--package",
+        "busybox",
+        "--history",
+    ]
+    ingest.append("--quiet")
+    env = {"PYTHONPATH": str(code), "DROPSCAN_HOME": str(code.parent)} if code else None
     seconds, rss, text = run([*ingest, "--data-dir", str(data)], env)
     report = json.loads(text)
     out = {
@@ -612,10 +623,12 @@ def main(argv: list[str] | None = None) -> int:
             measured.write_text(json.dumps({"ingest": result["ingest"]}))
             if a.before:  # the same ingest by the library as it was before review evidence
                 code = cache / f"code-{a.before}"
-                if not code.is_dir():
-                    code.mkdir()
+                if not (code / "template.yaml").is_file():  # its library, and the stack it deploys
+                    code.mkdir(exist_ok=True)
                     src = subprocess.run(
-                        ["git", "archive", a.before, "shared"], capture_output=True, check=True
+                        ["git", "archive", a.before, "shared", "functions", "template.yaml"],
+                        capture_output=True,
+                        check=True,
                     )
                     subprocess.run(["tar", "x", "-C", str(code)], input=src.stdout, check=True)
                 result["ingest_before_evidence"] = ingest_history(

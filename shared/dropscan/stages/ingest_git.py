@@ -402,6 +402,7 @@ def ingest_git(
             seconds["history"] = time.perf_counter() - mark
         elif changes is not None:
             changes = None  # the tags stopped at a checkpoint: the history waits for the next run
+            run.worker_pack = None  # and what the worker packed meanwhile is not uploaded
 
         # the database's writes while the diff worker goes on with the last commits
         mark = time.perf_counter()
