@@ -283,9 +283,36 @@ class _Changes:
     lacked: dict[str, str] = field(default_factory=dict)
     reached: int = 0  # commits of the walk the worker has sent
 
+    #: once the walk is done: its commits -> their places; what has come of them is folded into the
+    #: index as it comes (during the merge, which ends before the worker does), in the walk's order
+    order: dict[str, int] | None = None
+    folded: int = 0  # the commits of the walk folded so far (the first ``folded``)
+    _come: dict[int, _CommitChanges] = field(default_factory=dict)  # come, not folded yet, by place
+    _run: _Run | None = None
+
     def poll(self) -> None:
         """Take what the worker has sent (never waits: it is held back only while its pipe is full)."""
         self._take(self.feed.ready())
+        if self.order is not None:
+            self._fold_ready()
+
+    def walked(self, walked: list[str], run: _Run) -> None:
+        """The walk is done with ``walked`` (all its commits, or those before a checkpoint), and every
+        blob is hashed: from now on the changes of those commits are folded into the index as they come."""
+        self.order = {c: i for i, c in enumerate(walked)}
+        self._run = run
+        self._fold_ready()
+
+    def _fold_ready(self) -> None:
+        assert self.order is not None and self._run is not None
+        for change in self.taken:
+            place = self.order.get(change.commit)
+            if place is not None:  # (past a checkpoint: not this run's)
+                self._come[place] = change
+        self.taken = []
+        while self.folded in self._come:
+            self._fold(self._come.pop(self.folded), self._run)
+            self.folded += 1
 
     def _take(self, batch: list[_CommitChanges]) -> None:
         self.taken.extend(batch)
@@ -315,31 +342,31 @@ class _Changes:
             return True
         return False
 
-    def finish(self, walked: list[str], run: _Run) -> None:
-        """The changes of the commits ``walked`` (all of the walk, or those before a checkpoint), in the
-        walk's order, into the index; the worker is stopped once it has sent them."""
-        order = {c: i for i, c in enumerate(walked)}
-        got = {c.commit for c in self.taken if c.commit in order}
+    def finish(self) -> None:
+        """The changes of the commits walked, all into the index; the worker is stopped once it has sent
+        them (:meth:`walked` first)."""
+        assert self.order is not None and self._run is not None
         mark = time.perf_counter()
-        while len(got) < len(order) and not self.feed.done:
-            batch = self.feed.more()
-            self._take(batch)
-            got.update(c.commit for c in batch if c.commit in order)
+        while self.folded < len(self.order) and not self.feed.done:
+            self._take(self.feed.more())
+            self._fold_ready()
         self.feed.close()
         self.waited = time.perf_counter() - mark
-        for change in sorted((c for c in self.taken if c.commit in order), key=lambda c: order[c.commit]):
-            self.diffs += change.diffed
-            self.failed += change.failed
-            commit, date = change.published[0], change.published[2]
-            for path, blob in change.revisions:
-                known = run.blobs.get(blob)
-                if known is not None:
-                    self.revisions.setdefault(path, []).append([known[0], commit, date])
-            for fp in change.hunks:
-                cited = self.hunks.setdefault(fp, [])
-                if len(cited) < MAX_PUBLISHED and change.published not in cited:
-                    cited.append(change.published)  # parents first: the earliest first
-        self.taken = []
+        for place in sorted(self._come):  # a worker that ended early: what came, in order
+            self._fold(self._come.pop(place), self._run)
+
+    def _fold(self, change: _CommitChanges, run: _Run) -> None:
+        self.diffs += change.diffed
+        self.failed += change.failed
+        commit, date = change.published[0], change.published[2]
+        for path, blob in change.revisions:
+            known = run.blobs.get(blob)
+            if known is not None:
+                self.revisions.setdefault(path, []).append([known[0], commit, date])
+        for fp in change.hunks:
+            cited = self.hunks.setdefault(fp, [])
+            if len(cited) < MAX_PUBLISHED and change.published not in cited:
+                cited.append(change.published)  # parents first: the earliest first
 
 
 def ingest_git(
@@ -399,6 +426,7 @@ def ingest_git(
             first_commit, commits, walked, tips, complete = _history(
                 repo, run, hulls, tips, ref_tips, say, options.stop, changes
             )
+            changes.walked(walked, run)
             seconds["history"] = time.perf_counter() - mark
         elif changes is not None:
             changes = None  # the tags stopped at a checkpoint: the history waits for the next run
@@ -423,7 +451,7 @@ def ingest_git(
         seconds["merge"] = time.perf_counter() - mark
         mark = time.perf_counter()
         if changes is not None:
-            changes.finish(walked, run)
+            changes.finish()
     run.pack.close()
     evidence = _store_evidence(content, package, run, changes)
     scratch.cleanup()
@@ -622,7 +650,9 @@ def _store_evidence(
         hunks.setdefault(hunk_shard(fp), {})[fp] = pubs
     old = content.shards(package, "hunks", hunks)
     for n, new in hunks.items():
-        kept = {fp: [p.to_json() for p in published_list(raw)] for fp, raw in (old.get(n) or {}).items()}
+        if not old.get(n):  # the lists are the run's, without repeats and cut already
+            continue
+        kept = {fp: [p.to_json() for p in published_list(raw)] for fp, raw in old[n].items()}
         for fp, pubs in new.items():  # an earlier run's commits are earlier: they come first
             listed = kept.setdefault(fp, [])
             listed.extend(p for p in pubs if p not in listed)
