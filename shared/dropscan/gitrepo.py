@@ -127,6 +127,19 @@ class GitRepo:
         self._walk(tree, "", out.append, None)
         return out
 
+    def blobs_of(self, commits: list[str]) -> set[str]:
+        """The blob ids in the trees of ``commits`` (each tree read once; a commit this copy lacks adds
+        nothing)."""
+        out: set[str] = set()
+        seen: set[bytes] = set()
+        for commit in commits:
+            try:
+                tree = self.repo[commit].peel(pygit2.Tree)
+            except (KeyError, ValueError, pygit2.GitError):
+                continue
+            self._walk(tree, "", lambda e: out.add(e.blob), seen)
+        return out
+
     def _walk(self, tree: pygit2.Tree, prefix: str, emit: object, seen: set[bytes] | None) -> None:
         stack = [(tree, prefix)]
         add = emit  # a bound append: called once per file

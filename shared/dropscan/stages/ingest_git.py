@@ -188,14 +188,7 @@ class _TagBlobs:
 
     def __init__(self, repo: GitRepo, tags: list[Tag], known: Any) -> None:
         self.known = known
-        self.blobs: set[str] = set()
-        seen: set[bytes] = set()
-        for tag in tags:
-            try:
-                tree = repo.repo[tag.commit].peel(pygit2.Tree)
-            except (KeyError, ValueError, pygit2.GitError):
-                continue
-            repo._walk(tree, "", lambda e: self.blobs.add(e.blob), seen)
+        self.blobs = repo.blobs_of([tag.commit for tag in tags])
 
     def __contains__(self, blob: object) -> bool:
         return blob in self.blobs or blob in self.known
