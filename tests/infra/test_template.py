@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dropscan.local.embedded import embedded
-from dropscan.local.stack import project_root, translate
+from dropscan.local.stack import CACHE_ENV, cached_translation, project_root, translate
 
 
 @pytest.fixture(scope="module")
@@ -257,3 +261,36 @@ def test_decisions_are_keyed_by_subject_and_scope_and_written_by_the_compliance_
         and any("DecisionsTable" in str(r) for r in as_list(stmt["Resource"]))
     }
     assert writers == {"ComplianceRole"}
+
+
+def test_a_local_start_reuses_the_translation_of_an_unchanged_template(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    start = (
+        "import sys; from dropscan.local.stack import cached_translation, project_root; "
+        "tr = cached_translation(project_root()); "
+        "print(len(tr.template['Resources']), 'samtranslator' in sys.modules)"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", start], capture_output=True, text=True, check=True)
+        for _ in "ab"
+    ]
+    resources = str(len(translate(project_root()).template["Resources"]))
+    assert [r.stdout.split() for r in runs] == [[resources, "True"], [resources, "False"]]
+    assert cached_translation(project_root()) == translate(project_root())
+
+    other = cached_translation(project_root(), {"TriageDetector": "tags"})
+    assert other == translate(project_root(), {"TriageDetector": "tags"})
+    kept = sorted((tmp_path / "cache").iterdir())
+    assert len(kept) == 2  # one per set of parameters
+    for path in kept:
+        path.write_text("{not json")  # a damaged entry is translated again, and replaced
+    assert cached_translation(project_root()) == translate(project_root())
+    readable = []
+    for path in kept:
+        try:
+            readable.append(json.loads(path.read_text())["template"] == translate(project_root()).template)
+        except ValueError:
+            readable.append(False)
+    assert sorted(readable) == [False, True]

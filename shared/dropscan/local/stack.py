@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
+import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import boto3
-from samtranslator.translator.transform import transform
-from samtranslator.yaml_helper import yaml_parse
+
+# moto's CloudFormation imports API Gateway's OpenAPI validator, hence jsonschema, whose optional IRI
+# format checker compiles a grammar when imported (a second of every local start): nothing here checks
+# formats, so jsonschema finds it absent and leaves that one format unchecked
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 REGION = "us-east-1"
 DEFAULT_STACK = "dropscan-local"
@@ -109,9 +115,74 @@ class Translation:
     queue_policies: dict[str, dict[str, Any]]
     bucket_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "template": self.template,
+            "code_dirs": {k: str(v) for k, v in self.code_dirs.items()},
+            "notifications": self.notifications,
+            "queue_policies": self.queue_policies,
+            "bucket_policies": self.bucket_policies,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Translation:
+        return cls(
+            raw["template"],
+            {k: Path(v) for k, v in raw["code_dirs"].items()},
+            raw["notifications"],
+            raw["queue_policies"],
+            raw["bucket_policies"],
+        )
+
+
+#: where translations of template.yaml are kept (else $XDG_CACHE_HOME/dropscan, ~/.cache/dropscan)
+CACHE_ENV = "DROPSCAN_CACHE_DIR"
+
+
+def _cache_dir() -> Path:
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "dropscan"
+
+
+def cached_translation(root: Path, parameters: dict[str, str] | None = None) -> Translation:
+    """:func:`translate`, kept by what it depends on (the template, the parameters, the folder, this
+    module and the SAM translator's version): the translator and the jsonschema it loads take longer to
+    import than the rest of a local stack's start."""
+    from importlib.metadata import version
+
+    key = hashlib.sha256()
+    for part in (
+        (root / "template.yaml").read_bytes(),
+        json.dumps(parameters or {}, sort_keys=True).encode(),
+        str(root.resolve()).encode(),
+        Path(__file__).read_bytes(),
+        version("aws-sam-translator").encode(),
+    ):
+        key.update(hashlib.sha256(part).digest())
+    path = _cache_dir() / f"template-{key.hexdigest()[:32]}.json"
+    try:
+        return Translation.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # not kept yet, or unreadable: translated again
+    tr = translate(root, parameters)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
+            json.dump(tr.to_json(), f)
+        os.replace(f.name, path)
+    except OSError:
+        pass  # a read-only home: every start translates
+    return tr
+
 
 def translate(root: Path, parameters: dict[str, str] | None = None) -> Translation:
     """template.yaml -> plain CloudFormation that moto can create, plus what moto would drop."""
+    from samtranslator.translator.transform import transform
+    from samtranslator.yaml_helper import yaml_parse
+
     sam = yaml_parse((root / "template.yaml").read_text())
     code_dirs = _point_code_at_artifacts(sam, root)
 
@@ -195,7 +266,7 @@ def deploy(
     parameters = {**LOCAL_DEFAULTS, **(parameters or {})}
     if parameters["TriageDetector"] == "scancode":
         raise ValueError("TriageDetector=scancode is the container image, which moto cannot run: use auto")
-    tr = translate(root, parameters)
+    tr = cached_translation(root, parameters)
     cfn = session.client("cloudformation", region_name=REGION)
     s3 = session.client("s3", region_name=REGION)
     sqs = session.client("sqs", region_name=REGION)
