@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,12 +18,12 @@ import boto3
 
 from dropscan import heap
 from dropscan.audit.decisions import export_text, parse_export
-from dropscan.forked import Forked
+from dropscan.forked import Done, Forked, usable_cpus
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.moto_table import MotoBatchTable, moto_items
 from dropscan.local.stack import REGION, DeployedStack, deploy
 from dropscan.store.content import LOCAL_ENV, ContentStore
-from dropscan.store.dump import SCANS_FOLDER, export_db, import_db, load_scans, save_scans
+from dropscan.store.dump import SCANS_FOLDER, export_db, export_digests, import_db, load_scans, save_scans
 from dropscan.store.scans import now
 from dropscan.store.services import reset as reset_services
 from dropscan.store.stack import Client, StackNames
@@ -203,11 +205,31 @@ def _save_decisions(client: Client, data_dir: Path) -> None:
 def _save_db(client: Client, s3: Any, data_dir: Path) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = data_dir / (DB_FILE + ".tmp")
-    with tmp.open("wb") as f:  # read from moto's table model, gzip's fastest level: local storage
-        export_db(client.db, s3, client.names.upstream_bucket, f, items=moto_items(client.db.table), level=1)
-    # the contents first: a database whose evidence data is not beside it yet is never left behind
-    ContentStore(s3, client.names.upstream_bucket).save_to(data_dir / CONTENT_FOLDER)
+    part = data_dir / (DB_FILE + ".digests.tmp")
+    # the digests' lines (most of a dump) in a forked child, read from its copy of moto's table model,
+    # while this process writes the packages and path lists: the two members make one dump
+    tops = client.db.open_releases(client.db.packages())
+    args = (client.db.table, tops, part)
+    digests: Forked[int] | Done[int]
+    if multiprocessing.current_process().daemon or usable_cpus() < 2:  # in save_db_beside's child
+        digests = Done(_save_digests(*args))
+    else:
+        digests = Forked(_save_digests, *args)
+    with digests:
+        with tmp.open("wb") as f:  # gzip's fastest level: local storage
+            export_db(client.db, s3, client.names.upstream_bucket, f, level=1, digests=False)
+        # the contents first: a database whose evidence data is not beside it yet is never left behind
+        ContentStore(s3, client.names.upstream_bucket).save_to(data_dir / CONTENT_FOLDER)
+        digests.result()
+    with tmp.open("ab") as f, part.open("rb") as lines:
+        shutil.copyfileobj(lines, f)
+    part.unlink()
     tmp.replace(data_dir / DB_FILE)  # never leave a half-written database behind
+
+
+def _save_digests(table: str, tops: dict[str, str], path: Path) -> int:
+    with path.open("wb") as f:
+        return export_digests(moto_items(table), tops, f, level=1)
 
 
 @contextmanager

@@ -103,11 +103,14 @@ def export_db(
     via_export: bool = False,
     items: Iterable[dict[str, Any]] | None = None,
     level: int = 6,
+    digests: bool = True,
 ) -> DumpStats:
     """Write the whole database (digests, packages, release path lists) to ``out``.
 
     ``via_export``: read the items through a point-in-time export to ``bucket`` instead of a Scan;
-    ``items``: the table's items from elsewhere (the embedded stack's own storage); ``level``: gzip's.
+    ``items``: the table's items from elsewhere (the embedded stack's own storage); ``level``: gzip's;
+    not ``digests``: all but the digests' lines, which :func:`export_digests` writes as a gzip member
+    of its own, to be appended (a dump may be several members: readers see one stream).
     """
     stats = DumpStats()
     with gzip.open(out, "wt", compresslevel=level) as f:
@@ -122,27 +125,43 @@ def export_db(
             state = Releases(s3, bucket).git_state(info.name)
             if state is not None:
                 f.write(json.dumps({"git": info.name, "state": state}, separators=(",", ":")) + "\n")
-        waiting: dict[str, dict[str, Any]] = {}  # heads whose overflow items are not all read yet
-        pages: dict[str, list[dict[str, Any]]] = {}
-        if items is None:
-            items = _exported_items(db, s3, bucket) if via_export else _scan_items(db)
-        for raw in items:
-            key = raw["pk"]["S"]
-            if _PAGE.match(key):
-                pages.setdefault(key[:64], []).append(json.loads(raw["v"]["S"]))
-                continue
-            if not _HEX64.match(key):
-                continue  # package items, the package index, leases
-            digest, head, _ = head_of(raw)
-            if int(head.get("o", 0)):
-                waiting[digest] = head
-                continue
-            f.write(_digest_line(digest, *stored_of(head, ()), tops) + "\n")
-            stats.digests += 1
-        for digest, head in waiting.items():
-            f.write(_digest_line(digest, *stored_of(head, pages.get(digest, ())), tops) + "\n")
-            stats.digests += 1
+        if digests:
+            if items is None:
+                items = _exported_items(db, s3, bucket) if via_export else _scan_items(db)
+            stats.digests = _write_digests(f, items, tops)
     return stats
+
+
+def export_digests(
+    items: Iterable[dict[str, Any]], tops: Mapping[str, str], out: IO[bytes], *, level: int = 6
+) -> int:
+    """The digests' lines of a dump (see :func:`export_db`), from the table's ``items`` and the
+    packages' open releases (``UpstreamDB.open_releases``, read first); returns how many."""
+    with gzip.open(out, "wt", compresslevel=level) as f:
+        return _write_digests(f, items, tops)
+
+
+def _write_digests(f: IO[str], items: Iterable[dict[str, Any]], tops: Mapping[str, str]) -> int:
+    written = 0
+    waiting: dict[str, dict[str, Any]] = {}  # heads whose overflow items are not all read yet
+    pages: dict[str, list[dict[str, Any]]] = {}
+    for raw in items:
+        key = raw["pk"]["S"]
+        if _PAGE.match(key):
+            pages.setdefault(key[:64], []).append(json.loads(raw["v"]["S"]))
+            continue
+        if not _HEX64.match(key):
+            continue  # package items, the package index, leases
+        digest, head, _ = head_of(raw)
+        if int(head.get("o", 0)):
+            waiting[digest] = head
+            continue
+        f.write(_digest_line(digest, *stored_of(head, ()), tops) + "\n")
+        written += 1
+    for digest, head in waiting.items():
+        f.write(_digest_line(digest, *stored_of(head, pages.get(digest, ())), tops) + "\n")
+        written += 1
+    return written
 
 
 def _write_packages(
