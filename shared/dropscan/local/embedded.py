@@ -27,7 +27,6 @@ from dropscan.store.dump import SCANS_FOLDER, export_db, export_digests, import_
 from dropscan.store.scans import now
 from dropscan.store.services import reset as reset_services
 from dropscan.store.stack import Client, StackNames
-from dropscan.store.upstream import UpstreamDB
 
 _FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -176,13 +175,8 @@ CONTENT_FOLDER = "content"
 def _load_db(client: Client, s3: Any, data_dir: Path) -> None:
     dump = data_dir / DB_FILE
     if dump.is_file():
-        db = client.db
-        # the same merge as ``dropscan db import``, its pages written straight into moto's table
-        loader = UpstreamDB(
-            db.client, db.table, batch=MotoBatchTable(db.client, db.table, concurrency=1, stats=db.stats)
-        )
-        with dump.open("rb") as f:
-            import_db(loader, s3, client.names.upstream_bucket, f)
+        with dump.open("rb") as f:  # the same merge as ``dropscan db import``
+            import_db(client.db, s3, client.names.upstream_bucket, f)
 
 
 DECISIONS_FILE = "decisions.json"
@@ -261,8 +255,13 @@ def embedded(
             )
             names = StackNames.from_outputs(stack.outputs)
             mailbox = Mailbox.subscribe(session, names.topic_arn, f"{stack.name}-mailbox")
+            # the CLI's batches go straight into moto's table model (local/moto_table.py)
             client = Client(
-                session, names, pump=lambda done, t: dispatcher.run_until(done, timeout=t), db_concurrency=1
+                session,
+                names,
+                pump=lambda done, t: dispatcher.run_until(done, timeout=t),
+                db_concurrency=1,
+                db_batch=MotoBatchTable,
             )
             s3 = session.client("s3")
             if data_dir is not None:

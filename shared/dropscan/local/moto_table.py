@@ -1,9 +1,11 @@
-"""The embedded stack's own persistence: its data dir's database into and out of moto's table model.
+"""The embedded stack's own storage: batches of writes into moto's table model, and its items out.
 
-Loading a saved database and saving it are the local stack's storage, not calls the service makes:
-they go straight to moto's DynamoDB model rather than through the API (six times fewer seconds per item
-than BatchWriteItem answered in this process, and no point-in-time export to read back). Everything
-the stages and the CLI ask of the table still goes through boto3 (docs/design.md, "Local stack").
+The CLI's batch writes to the embedded stack's upstream table (loading the data dir's database,
+``ingest``, ``ingest-git``, ``db import``) go straight into moto's DynamoDB model rather than through
+BatchWriteItem answered in this process: six times fewer seconds per item, the same items (moto's model
+checks each as the API does, 400 KB included), and the same pages and counts in the run's statistics.
+Saving reads the items back from the model, not through a point-in-time export. Everything else, and
+everything the functions do, goes through boto3 (docs/design.md, "Local stack").
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from dropscan.keys import (
     scan_id_for,
 )
 from dropscan.models import Decision, Trust
+from dropscan.store.batch import BatchTable
 from dropscan.store.decisions import DecisionStore
 from dropscan.store.scans import ScanStore
 from dropscan.store.upstream import UpstreamDB
@@ -91,7 +92,10 @@ class Client:
         pump: Pump = poll,
         endpoint_url: str | None = None,
         db_concurrency: int = 4,
+        db_batch: type[BatchTable] = BatchTable,
     ) -> None:
+        """``db_batch``: how the upstream table's batches are read and written (the embedded stack's
+        own, :class:`dropscan.local.moto_table.MotoBatchTable`; else BatchGetItem/BatchWriteItem)."""
         self.names = names
         self.pump = pump
         # a checksum only where S3 requires one: botocore would otherwise send an upload aws-chunked with a
@@ -99,7 +103,8 @@ class Client:
         upload = Config(request_checksum_calculation="when_required")
         self.s3 = session.client("s3", endpoint_url=endpoint_url, config=upload)
         dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
-        self.db = UpstreamDB(dynamodb, names.upstream_table, concurrency=db_concurrency)
+        table = names.upstream_table
+        self.db = UpstreamDB(dynamodb, table, batch=db_batch(dynamodb, table, concurrency=db_concurrency))
         self.changed = False  # whether this client altered the upstream database
         self.decisions = DecisionStore(dynamodb, names.decisions_table)
         region = session.region_name or "us-east-1"
