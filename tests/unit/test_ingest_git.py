@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from dropscan.audit.evidence import MAX_PUBLISHED
 from dropscan.forked import usable_cpus
 from dropscan.gitrepo import GitRepo, version_of
 from dropscan.models import VersionRange
+from dropscan.stages import ingest_git as ingest_git_stage
 from dropscan.stages.ingest_git import GitIngestOptions, _BlobWork, _commit_changes, ingest_git
 from dropscan.store.content import SHARDS, ContentStore, PackWriter, unpack
 from dropscan.store.releases import Releases
@@ -226,6 +228,31 @@ def test_on_one_cpu_the_diffs_are_made_inline_and_index_the_same(tmp_path: Path,
         os.sched_setaffinity(0, cpus)
     # Then the same commits were diffed here, into the same index
     assert report["evidence"]["commits_diffed"] == 699
+    assert _evidence_index(releases, "bar") == _evidence_index(releases, "foo")
+
+
+class _HeldBack(ingest_git_stage._DiffSplit):
+    """A diff worker that stops at commit 50 until the walk has taken the commits from 150 on."""
+
+    def worker_takes(self, n: int) -> bool:
+        while n == 50 and self.claim.value > 150:
+            time.sleep(0.001)  # waits on the walk's claim, not on a clock
+        return super().worker_takes(n)
+
+
+def test_the_walk_diffs_the_last_commits_until_it_meets_the_worker(
+    tmp_path: Path, aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a history ingested as usual, and again with a diff worker held back at commit 50 of 300
+    repo = long_history(tmp_path, 300)
+    db, releases = aws
+    ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(history=True))
+    monkeypatch.setattr(ingest_git_stage, "_DiffSplit", _HeldBack)
+    report = ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, GitIngestOptions(history=True))
+    # Then the walk diffed the commits from the last back to at least 150, the worker the rest, and
+    # where they met a commit diffed by both counts once: the same index as one worker's
+    assert 150 <= report["evidence"]["commits_diffed_by_walk"] <= 250
+    assert report["evidence"]["commits_diffed"] == 299
     assert _evidence_index(releases, "bar") == _evidence_index(releases, "foo")
 
 

@@ -163,18 +163,49 @@ class _BlobWork:
         into.blobs.append((blob, [d.sha256, d.kw, d.ws], where, len(data)))
 
 
+@dataclass
+class _DiffSplit:
+    """The last commits' diffs, shared: once the walk has merged its digests, it diffs commits from the
+    last one back while the worker goes on forward, until they meet (the worker would otherwise diff the
+    rest alone while the walk waits).
+
+    Each side says where it is, then reads the other's place: the worker takes commit ``n`` only below
+    the walk's claim, the walk takes it only while the worker is not past it. Either may take the commit
+    where they meet (its changes are then used once); none is left to neither, as the worker moves past
+    a commit only once it has diffed it. Shared memory without a lock, as for :class:`_BlobWork`."""
+
+    at: Any = field(default_factory=lambda: _shared_int(-1))  # the commit the worker is at
+    claim: Any = field(default_factory=lambda: _shared_int(1 << 62))  # the lowest commit the walk took
+
+    def worker_takes(self, n: int) -> bool:
+        self.at.value = n
+        return bool(n < self.claim.value)
+
+    def walk_takes(self, n: int) -> bool:
+        self.claim.value = n
+        return bool(self.at.value <= n)
+
+
 def _commit_changes(
-    path: str, tags: list[Tag], hide: list[str], tips: list[str], work: _BlobWork | None = None
+    path: str,
+    tags: list[Tag],
+    hide: list[str],
+    tips: list[str],
+    work: _BlobWork | None = None,
+    split: _DiffSplit | None = None,
 ) -> Iterator[_CommitChanges]:
     """Each commit's hunks and revisions, in the order of the ingest's history walk (run in a forked
     child beside it: the diffs and the hunks' fingerprints are half the work of ``--history``); with
-    ``work``, the blobs it brings, hashed (:class:`_BlobWork`)."""
+    ``work``, the blobs it brings, hashed (:class:`_BlobWork`); with ``split``, up to the commits the
+    walk took (:class:`_DiffSplit`)."""
     repo = GitRepo(path)
     first_release = repo.first_releases(tags)
     if work is not None:
         work.skip = _TagBlobs(repo, tags, work.skip)
     recent = _RecentBlobs()
     for n, commit in enumerate(repo.commits(hide, tips)):
+        if split is not None and not split.worker_takes(n):
+            return
         if work is not None:
             work.at = n
         changes = _changes_of(repo, commit, first_release, recent, work)
@@ -263,10 +294,12 @@ class _Changes:
 
     feed: Feed[_CommitChanges]
     work: _BlobWork | None = None  # the worker's share of the blobs (None: the walk hashes them all)
+    split: _DiffSplit | None = None  # the last commits' diffs, shared (None: the worker diffs all)
     #: fingerprint (path, lines) -> the commits publishing it (Published.to_json()), earliest first
     hunks: dict[str, list[list[Any]]] = field(default_factory=dict)
     revisions: dict[str, list[list[Any]]] = field(default_factory=dict)  # path -> [[sha256, commit, date]]
     diffs: int = 0
+    diffed_here: int = 0  # of them, by the walk (:class:`_DiffSplit`)
     failed: int = 0
     waited: float = 0.0  # seconds the walk, done, waited for the worker's last changes
     taken: list[_CommitChanges] = field(default_factory=list)
@@ -300,7 +333,8 @@ class _Changes:
         assert self.order is not None and self._run is not None
         for change in self.taken:
             place = self.order.get(change.commit)
-            if place is not None:  # (past a checkpoint: not this run's)
+            # past a checkpoint: not this run's; where the worker and the walk met, one of the two
+            if place is not None and place >= self.folded and place not in self._come:
                 self._come[place] = change
         self.taken = []
         while self.folded in self._come:
@@ -335,13 +369,30 @@ class _Changes:
             return True
         return False
 
-    def finish(self) -> None:
+    def finish(self, repo: GitRepo, tags: list[Tag]) -> None:
         """The changes of the commits walked, all into the index; the worker is stopped once it has sent
-        them (:meth:`walked` first)."""
+        them (:meth:`walked` first). Meanwhile, the last commits are diffed here (:class:`_DiffSplit`)."""
         assert self.order is not None and self._run is not None
         mark = time.perf_counter()
+        walked = list(self.order)
+        last = len(walked) - 1  # the next commit to diff here, going back
+        first_release: dict[str, str] | None = None
+        recent = _RecentBlobs()
         while self.folded < len(self.order) and not self.feed.done:
-            self._take(self.feed.more())
+            ready = self.feed.ready()
+            if not ready and self.split is not None and last >= self.folded and self.split.walk_takes(last):
+                if first_release is None:
+                    first_release = repo.first_releases(tags)
+                commit = repo.repo.get(walked[last])
+                assert isinstance(commit, pygit2.Commit)  # a commit the walk read
+                self._come[last] = _changes_of(repo, commit, first_release, recent)
+                self.diffed_here += 1
+                last -= 1
+                ready = self.feed.ready()
+            elif not ready:
+                self.split = None  # met: what is left is the worker's
+                ready = self.feed.more()
+            self._take(ready)
             self._fold_ready()
         self.feed.close()
         self.waited = time.perf_counter() - mark
@@ -402,8 +453,9 @@ def ingest_git(
                 folder.mkdir()
                 run.worker_pack = PackWriter(folder, f"{run.pack.key_prefix}-w")
                 work = _BlobWork(run.blobs, run.worker_pack, run.where)
-            feed = Feed(_commit_changes, repo.path, tags, tips, ref_tips, work, fork=fork)
-            changes = _Changes(workers.enter_context(feed), work)
+            split = _DiffSplit() if fork else None
+            feed = Feed(_commit_changes, repo.path, tags, tips, ref_tips, work, split, fork=fork)
+            changes = _Changes(workers.enter_context(feed), work, split)
         poll = changes.poll if changes is not None else lambda: None
         hulls, new_tags, newest = _releases(
             repo, package, new_tags, run, releases, content, say, options.stop, poll
@@ -444,7 +496,7 @@ def ingest_git(
         seconds["merge"] = time.perf_counter() - mark
         mark = time.perf_counter()
         if changes is not None:
-            changes.finish()
+            changes.finish(repo, tags)
     run.pack.close()
     evidence = _store_evidence(content, package, run, changes)
     scratch.cleanup()
@@ -672,6 +724,7 @@ def _store_evidence(
         content.put_meta(package, {"history": True})
     return out | {
         "commits_diffed": changes.diffs,
+        "commits_diffed_by_walk": changes.diffed_here,
         "diffs_failed": changes.failed,
         "waited_for_diffs_seconds": round(changes.waited, 3),
         "hunks": len(changes.hunks),
