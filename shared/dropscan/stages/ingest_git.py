@@ -502,8 +502,8 @@ def ingest_git(
     scratch.cleanup()
     seconds["evidence"] = time.perf_counter() - mark
 
-    for tag in new_tags:  # last: a registered release has its digests and its path list
-        db.register(package, tag.version, options.trust)
+    if new_tags:  # last: a registered release has its digests and its path list
+        db.register(package, [tag.version for tag in new_tags], options.trust)
     if not new_tags and (options.trust is not None or package not in db.packages([package])):
         db.set_trust(package, options.trust or Trust.HIGH)  # a package known by its history alone
 
@@ -682,12 +682,12 @@ def _store_evidence(
     """Upload this run's pack, and merge its hunks and revisions into the package's shards."""
     assert run.pack is not None
     segments = [*run.pack.segments, *(run.worker_pack.on_disk() if run.worker_pack is not None else [])]
-    content.put_pack(segments)
     out: dict[str, Any] = {
         "stored": len(run.pack.locations) + run.worker_stored[0],
         "stored_bytes": run.pack.raw_bytes + run.worker_stored[1],
         "packed_bytes": sum(path.stat().st_size for path, _ in segments),
     }
+    content.put_pack(segments)
     if changes is None:
         return out
     hunks: dict[int, dict[str, list[list[Any]]]] = {}

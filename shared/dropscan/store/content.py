@@ -184,11 +184,12 @@ class ContentStore:
 
     # ------------------------------------------------------------------ written at ingest
     def put_pack(self, segments: Iterable[tuple[Path, str]]) -> None:
+        """Upload a pack's segment files; they are the store's after this (moved into place locally)."""
         for path, key in segments:
             if self.local is None:
                 self.s3.upload_file(str(path), self.bucket, key)
             else:
-                self._put_local(key, partial(shutil.copyfile, path))
+                self._put_local(key, partial(shutil.move, path))
 
     def _put_local(self, key: str, write: Callable[[Path], object]) -> None:
         """The embedded stack keeps its ``content/`` beside its database and reads it there

@@ -895,8 +895,10 @@ class UpstreamDB:
             self._born_empty = bool(item["born_empty"]["BOOL"]) if item is not None else empty
         return self._born_empty
 
-    def register(self, package: str, version: str, trust: Trust | None) -> None:
-        """Record ``version`` of ``package``; ``trust`` None keeps the package's trust (high when new)."""
+    def register(self, package: str, versions: str | Iterable[str], trust: Trust | None) -> None:
+        """Record a version (or several, in one write) of ``package``; ``trust`` None keeps the
+        package's trust (high when new)."""
+        listed = [versions] if isinstance(versions, str) else sorted(set(versions))
         # ADD on a string set is idempotent, so a re-ingest leaves the item as it was
         trust_expr = "trust = :t" if trust else "trust = if_not_exists(trust, :t)"
         self.client.update_item(
@@ -907,7 +909,7 @@ class UpstreamDB:
             ExpressionAttributeValues={
                 ":n": {"S": package},
                 ":t": {"S": (trust or Trust.HIGH).value},
-                ":v": {"SS": [version]},
+                ":v": {"SS": listed},
             },
         )
         self._index(package)
