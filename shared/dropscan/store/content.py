@@ -36,6 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import zstandard
 
 from dropscan.keys import (
@@ -153,8 +154,9 @@ class PackWriter:
 
 
 def _gz_json(data: Any) -> bytes:
-    # hex digests and offsets: the fastest level compresses them almost as much as the best
-    return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=1, mtime=0)
+    # orjson: the same compact JSON in a tenth of the time (an ingest's hunk index is 40 MB of it);
+    # hex digests and offsets: gzip's fastest level compresses them almost as much as its best
+    return gzip.compress(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), compresslevel=1, mtime=0)
 
 
 @dataclass

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from dropscan.keys import (
     git_pack_prefix,
     git_report_key,
@@ -24,11 +26,10 @@ if TYPE_CHECKING:
 
 def save_release(s3: S3Client, bucket: str, release: Release) -> str:
     body = gzip.compress(
-        json.dumps(
+        orjson.dumps(
             {"package": release.package, "version": release.version, "files": release.files},
-            sort_keys=True,
-            separators=(",", ":"),
-        ).encode(),
+            option=orjson.OPT_SORT_KEYS,
+        ),
         compresslevel=1,  # hex digests: the fastest level compresses them almost as much as the best
         mtime=0,
     )
@@ -96,7 +97,7 @@ class Releases:
         return state
 
     def put_git_state(self, package: str, state: dict[str, Any]) -> None:
-        body = gzip.compress(json.dumps(state, separators=(",", ":")).encode(), compresslevel=1, mtime=0)
+        body = gzip.compress(orjson.dumps(state), compresslevel=1, mtime=0)
         self.s3.put_object(Bucket=self.bucket, Key=git_state_key(package), Body=body)
 
     def put_git_report(self, package: str, report: dict[str, Any]) -> None:

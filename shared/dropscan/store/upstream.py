@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from pynamodb.attributes import JSONAttribute, MapAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
@@ -367,7 +368,7 @@ def _merged(
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return orjson.dumps(value).decode()
 
 
 def _layout(
