@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import orjson
+
 from dropscan import __version__
 from dropscan.keys import manifest_key
 from dropscan.models import DigestInfo, PackageInfo, Release, Trust, VersionRange
@@ -124,7 +126,7 @@ def export_db(
         for info in packages.values():  # what ingest-git runs did, so that the next one is incremental
             state = Releases(s3, bucket).git_state(info.name)
             if state is not None:
-                f.write(json.dumps({"git": info.name, "state": state}, separators=(",", ":")) + "\n")
+                f.write(orjson.dumps({"git": info.name, "state": state}).decode() + "\n")
         if digests:
             if items is None:
                 items = _exported_items(db, s3, bucket) if via_export else _scan_items(db)
@@ -148,7 +150,7 @@ def _write_digests(f: IO[str], items: Iterable[dict[str, Any]], tops: Mapping[st
     for raw in items:
         key = raw["pk"]["S"]
         if _PAGE.match(key):
-            pages.setdefault(key[:64], []).append(json.loads(raw["v"]["S"]))
+            pages.setdefault(key[:64], []).append(orjson.loads(raw["v"]["S"]))
             continue
         if not _HEX64.match(key):
             continue  # package items, the package index, leases
@@ -178,7 +180,7 @@ def _write_packages(
         head["versions"] = list(info.versions)
         if info.name in tops:  # with the digests' open ranges, so that an import keeps writing little
             head["open_release"] = tops[info.name]
-        f.write(json.dumps(head) + "\n")
+        f.write(orjson.dumps(head).decode() + "\n")
         stats.packages += 1
         for v in info.versions:
             rel = load_release(s3, bucket, info.name, v)
@@ -191,7 +193,7 @@ def _write_packages(
                 licence = (Releases(s3, bucket).report(info.name, v) or {}).get("license")
                 if licence is not None:  # recorded once at ingest: the next scans take it from here
                     line["license"] = licence
-                f.write(json.dumps(line) + "\n")
+                f.write(orjson.dumps(line).decode() + "\n")
                 stats.releases += 1
 
 
@@ -209,7 +211,7 @@ def _digest_line(digest: str, stored: DigestInfo, opened: set[str], tops: Mappin
         line["o"] = sorted(opened & set(tops))
     if found.history:
         line["h"] = {k: dict(v) for k, v in found.history.items()}
-    return json.dumps(line, separators=(",", ":"))
+    return orjson.dumps(line).decode()
 
 
 def _lines(src: IO[bytes]) -> Iterator[dict[str, Any]]:
@@ -219,7 +221,7 @@ def _lines(src: IO[bytes]) -> Iterator[dict[str, Any]]:
             raise ValueError(f"not a dropscan database dump (format {header.get('format')!r}, want {FORMAT})")
         for line in f:
             if line.strip():
-                yield json.loads(line)
+                yield orjson.loads(line)
 
 
 def import_db(db: UpstreamDB, s3: S3Client, bucket: str, src: IO[bytes]) -> DumpStats:

@@ -98,7 +98,7 @@ def digest_from_raw(raw: dict[str, Any]) -> tuple[str, DigestInfo, bool]:
     """
     value = raw.get("v")
     if value is not None:  # the hot path of every lookup: no model object per item
-        parsed = json.loads(value["S"])
+        parsed = orjson.loads(value["S"])
         digest = parsed["d"] if "d" in parsed else raw["pk"]["S"]
         return digest, info_from_json(parsed), "d" in parsed
     if "pk" not in raw:  # the earlier layout is only ever read whole
@@ -414,7 +414,7 @@ def _order_of(stored: _Stored | None) -> list[str]:
 def head_of(raw: dict[str, Any]) -> tuple[str, dict[str, Any], bool]:
     """(digest, head value as the current layout writes it, whether the item is in that layout)."""
     digest, info, current = digest_from_raw(raw)
-    value = json.loads(raw["v"]["S"]) if "v" in raw else info_to_json(info)
+    value = orjson.loads(raw["v"]["S"]) if "v" in raw else info_to_json(info)
     value["d"] = digest
     return digest, value, current
 
