@@ -22,7 +22,13 @@ from dropscan.forked import usable_cpus
 from dropscan.gitrepo import GitRepo, version_of
 from dropscan.models import VersionRange
 from dropscan.stages import ingest_git as ingest_git_stage
-from dropscan.stages.ingest_git import GitIngestOptions, _BlobWork, _commit_changes, ingest_git
+from dropscan.stages.ingest_git import (
+    GitIngestOptions,
+    _BlobWork,
+    _commit_changes,
+    ingest_git,
+    start_diff_worker,
+)
 from dropscan.store.content import SHARDS, ContentStore, PackWriter, unpack
 from dropscan.store.releases import Releases
 from dropscan.store.upstream import UpstreamDB
@@ -254,6 +260,35 @@ def test_the_walk_diffs_the_last_commits_until_it_meets_the_worker(
     assert 150 <= report["evidence"]["commits_diffed_by_walk"] <= 250
     assert report["evidence"]["commits_diffed"] == 299
     assert _evidence_index(releases, "bar") == _evidence_index(releases, "foo")
+
+
+def test_a_worker_forked_before_the_state_is_read_serves_a_new_package_only(tmp_path: Path, aws: Any) -> None:
+    # Given a history, and a diff worker forked before the database was at hand (as the CLI does)
+    repo = long_history(tmp_path, 200)
+    db, releases = aws
+    options = GitIngestOptions(history=True)
+    early = start_diff_worker(GitRepo(str(repo / ".git")), "foo", options)
+    assert early is not None  # (these machines have two CPUs)
+    # When the package is new to the database, the run makes its diffs with that worker
+    ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, options, worker=early)
+    ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, options)
+    assert _evidence_index(releases, "foo") == _evidence_index(releases, "bar")
+    packs = releases.git_state("foo")["content"]["packs"]
+    assert any(key.startswith(early.work.pack.key_prefix) for key in packs)
+    assert not Path(early.folder.name).exists()  # its pack uploaded, its folder removed
+    # and when the package has a state (a later run, one commit more), a worker forked on the guess
+    # is stopped and another one started with what the state holds
+    commit(repo, {"f9.c": b"int f9;\n"}, "one more", "2024-01-01")
+    early = start_diff_worker(GitRepo(str(repo / ".git")), "foo", options)
+    assert early is not None
+    again = ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, options, worker=early)
+    assert again["commits"] == 1 and again["evidence"]["commits_diffed"] == 1
+    assert not any(
+        k.startswith(early.work.pack.key_prefix) for k in releases.git_state("foo")["content"]["packs"]
+    )
+    assert not Path(early.folder.name).exists()
+    ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, options)
+    assert _evidence_index(releases, "foo") == _evidence_index(releases, "bar")
 
 
 def _states_repo(tmp_path: Path) -> tuple[Path, list[bytes]]:

@@ -244,7 +244,7 @@ def cmd_ingest_git(a: argparse.Namespace) -> int:
     import re
 
     from dropscan.gitrepo import GitReadError, GitRepo
-    from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
+    from dropscan.stages.ingest_git import GitIngestOptions, ingest_git, start_diff_worker
     from dropscan.store.releases import Releases
 
     try:
@@ -268,13 +268,22 @@ def cmd_ingest_git(a: argparse.Namespace) -> int:
         if not quiet:
             print(f"dropscan: {text}", file=sys.stderr, flush=True)
 
-    with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
-        releases = Releases(client.s3, client.names.upstream_bucket)
-        report = ingest_git(repo, a.package, client.db, releases, options, progress=say)
-        # nothing new: the saved database is already this one (saving it again took seconds)
-        client.changed = bool(
-            report["items_written"] or report["tags"]["new"] or report["blobs"]["read"] or report["commits"]
-        ) or (options.trust is not None)
+    # forked before the stack starts, on the guess that this is the package's first ingest (the long one)
+    worker = start_diff_worker(repo, a.package, options)
+    try:
+        with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
+            releases = Releases(client.s3, client.names.upstream_bucket)
+            report = ingest_git(repo, a.package, client.db, releases, options, progress=say, worker=worker)
+            # nothing new: the saved database is already this one (saving it again took seconds)
+            client.changed = bool(
+                report["items_written"]
+                or report["tags"]["new"]
+                or report["blobs"]["read"]
+                or report["commits"]
+            ) or (options.trust is not None)
+    finally:
+        if worker is not None:
+            worker.cleanup()
     print(json.dumps(report))
     return 0
 

@@ -413,6 +413,53 @@ class _Changes:
                 cited.append(change.published)  # parents first: the earliest first
 
 
+@dataclass
+class DiffWorker:
+    """A ``--history`` run's forked diff worker (:func:`_commit_changes`), with what it was given."""
+
+    feed: Feed[_CommitChanges]
+    work: _BlobWork
+    split: _DiffSplit
+    tags: list[Tag]
+    hide: list[str]
+    ref_tips: list[str]
+    known: int  # blobs known when it was forked
+    folder: tempfile.TemporaryDirectory[str]  # its pack: removed by :meth:`cleanup`, after the upload
+
+    def fits(self, tags: list[Tag], hide: list[str], ref_tips: list[str], known: int) -> bool:
+        return (self.tags, self.hide, self.ref_tips, self.known) == (tags, hide, ref_tips, known)
+
+    def cleanup(self) -> None:
+        self.feed.close()
+        self.folder.cleanup()
+
+
+def start_diff_worker(
+    repo: GitRepo,
+    package: str,
+    options: GitIngestOptions,
+    *,
+    blobs: dict[str, list[str]] | None = None,
+    where: dict[str, Location] | None = None,
+    hide: list[str] | None = None,
+) -> DiffWorker | None:
+    """Fork the diff worker of a ``--history`` run; None where the diffs are made inline (one CPU) or
+    not at all. Without ``blobs``/``where``/``hide`` (the package's git state), it guesses a package
+    new to the database: the CLI forks it so before its local stack starts, and :func:`ingest_git`
+    forks another if the state says otherwise."""
+    if not options.history or usable_cpus() < 2:
+        return None
+    tags = repo.tags(options.tags, options.version_from)
+    ref_tips = repo.ref_tips()
+    folder = tempfile.TemporaryDirectory(suffix=".worker")
+    pack = PackWriter(folder.name, pack_key(package, f"git-{uuid.uuid4().hex[:16]}-w"))
+    blobs = blobs or {}
+    work = _BlobWork(blobs, pack, where or {})
+    split = _DiffSplit()
+    feed = Feed(_commit_changes, repo.path, tags, hide or [], ref_tips, work, split)
+    return DiffWorker(feed, work, split, tags, hide or [], ref_tips, len(blobs), folder)
+
+
 def ingest_git(
     repo: GitRepo,
     package: str,
@@ -420,8 +467,12 @@ def ingest_git(
     releases: Releases,
     options: GitIngestOptions,
     progress: Callable[[str], None] | None = None,
+    worker: DiffWorker | None = None,
 ) -> dict[str, Any]:
-    """Ingest what is new in ``repo`` for ``package``; returns the run's report (also stored)."""
+    """Ingest what is new in ``repo`` for ``package``; returns the run's report (also stored).
+
+    ``worker``: a diff worker forked already (:func:`start_diff_worker`), this run's if it was given
+    what the package's git state holds, else stopped and forked again; this run cleans it up."""
     say = progress or (lambda _text: None)
     started = time.perf_counter()
     calls_before = db.stats.as_dict()
@@ -443,19 +494,11 @@ def ingest_git(
 
     tips: list[str] = state.get("history_tips", [])
     ref_tips = repo.ref_tips()
-    changes: _Changes | None = None
     with contextlib.ExitStack() as workers:
-        if options.history:  # the commits' diffs are made beside the tags and the trees
-            fork = usable_cpus() > 1
-            work: _BlobWork | None = None
-            if fork:  # and the blobs it reads for them are hashed there too
-                folder = Path(scratch.name) / "worker"
-                folder.mkdir()
-                run.worker_pack = PackWriter(folder, f"{run.pack.key_prefix}-w")
-                work = _BlobWork(run.blobs, run.worker_pack, run.where)
-            split = _DiffSplit() if fork else None
-            feed = Feed(_commit_changes, repo.path, tags, tips, ref_tips, work, split, fork=fork)
-            changes = _Changes(workers.enter_context(feed), work, split)
+        # the commits' diffs are made beside the tags and the trees
+        changes, worker = _diffs(repo, package, options, run, tags, tips, ref_tips, worker)
+        if worker is not None:
+            workers.callback(worker.feed.close)
         poll = changes.poll if changes is not None else lambda: None
         hulls, new_tags, newest = _releases(
             repo, package, new_tags, run, releases, content, say, options.stop, poll
@@ -500,6 +543,8 @@ def ingest_git(
     run.pack.close()
     evidence = _store_evidence(content, package, run, changes)
     scratch.cleanup()
+    if worker is not None:
+        worker.cleanup()
     seconds["evidence"] = time.perf_counter() - mark
 
     if new_tags:  # last: a registered release has its digests and its path list
@@ -549,6 +594,30 @@ def ingest_git(
     if changed:
         releases.put_git_report(package, report)
     return report
+
+
+def _diffs(
+    repo: GitRepo,
+    package: str,
+    options: GitIngestOptions,
+    run: _Run,
+    tags: list[Tag],
+    hide: list[str],
+    ref_tips: list[str],
+    worker: DiffWorker | None,
+) -> tuple[_Changes | None, DiffWorker | None]:
+    """What makes the run's diffs: ``worker`` if it was given what the state holds (else it is stopped
+    and another forked), or on one CPU this process, when the walk asks."""
+    if worker is not None and (not worker.fits(tags, hide, ref_tips, len(run.blobs)) or run.where):
+        worker.cleanup()
+        worker = None
+    if not options.history:
+        return None, worker
+    worker = worker or start_diff_worker(repo, package, options, blobs=run.blobs, where=run.where, hide=hide)
+    if worker is None:
+        return _Changes(Feed(_commit_changes, repo.path, tags, hide, ref_tips, fork=False)), None
+    run.worker_pack = worker.work.pack  # and the blobs it reads for them are hashed there too
+    return _Changes(worker.feed, worker.work, worker.split), worker
 
 
 def _releases(
