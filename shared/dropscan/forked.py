@@ -8,6 +8,8 @@ import itertools
 import multiprocessing
 import os
 import pickle
+import queue
+import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
@@ -137,9 +139,18 @@ class Feed(Generic[T]):
     ``fork`` False makes the items in this process, when :meth:`more` asks (one CPU: a child would only
     take turns with the caller). A child's exception is raised by the call that meets it, after the items
     made before it; :meth:`close` (or leaving the ``with``) stops a child whose items are not all taken.
+    ``buffered``: the child never waits for the caller; what the pipe cannot hold waits in the child's
+    memory (for a caller busy elsewhere for seconds, as a local stack starting).
     """
 
-    def __init__(self, produce: Callable[..., Iterable[T]], *args: Any, batch: int = 64, fork: bool = True):
+    def __init__(
+        self,
+        produce: Callable[..., Iterable[T]],
+        *args: Any,
+        batch: int = 64,
+        fork: bool = True,
+        buffered: bool = False,
+    ):
         self.done = False
         self._inline: Iterator[T] | None = None
         self._batch = batch
@@ -150,7 +161,9 @@ class Feed(Generic[T]):
         ctx = multiprocessing.get_context("fork")
         self._conn, child_end = ctx.Pipe(duplex=False)
         widen_pipe(self._conn.fileno())
-        self._proc = ctx.Process(target=_produce, args=(child_end, produce, args, batch), daemon=True)
+        self._proc = ctx.Process(
+            target=_produce, args=(child_end, produce, args, batch, buffered), daemon=True
+        )
         self._proc.start()
         child_end.close()
 
@@ -213,22 +226,41 @@ def widen_pipe(fd: int) -> None:
 
 
 def _produce(
-    conn: Connection, produce: Callable[..., Iterable[Any]], args: tuple[Any, ...], batch: int
+    conn: Connection,
+    produce: Callable[..., Iterable[Any]],
+    args: tuple[Any, ...],
+    batch: int,
+    buffered: bool = False,
 ) -> None:
+    send: Callable[[Any], None] = conn.send
+    sender: threading.Thread | None = None
+    if buffered:  # a thread sends, in order, what the pipe takes; the rest waits here
+        waiting: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        send = waiting.put
+        sender = threading.Thread(target=_send_all, args=(conn, waiting), daemon=True)
+        sender.start()
     items: list[Any] = []
     try:
         for item in produce(*args):
             items.append(item)
             if len(items) == batch:
-                conn.send(("items", items))
+                send(("items", items))
                 items = []
-        conn.send(("items", items))
-        conn.send(("done", None))
+        send(("items", items))
+        send(("done", None))
     except Exception as e:
-        conn.send(("items", items))  # what was made before the error
-        conn.send(("error", portable(e)))
+        send(("items", items))  # what was made before the error
+        send(("error", portable(e)))
     finally:
+        if sender is not None:
+            send(None)
+            sender.join()
         conn.close()
+
+
+def _send_all(conn: Connection, waiting: queue.SimpleQueue[Any]) -> None:
+    while (message := waiting.get()) is not None:
+        conn.send(message)
 
 
 def portable(error: Exception, fallback: type[Exception] = ForkedError) -> Exception:

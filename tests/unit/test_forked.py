@@ -146,3 +146,23 @@ def test_closing_a_feed_stops_its_child(tmp_path: object) -> None:
     with Feed(_endless_kib, marker, batch=10) as feed:
         assert feed.more() == [bytes(1024)] * 10
     assert not os.path.exists(marker)  # blocked on the full pipe, then terminated and reaped
+
+
+def _numbered_kib_then_mark(path: str, n: int) -> Iterator[bytes]:
+    for i in range(n):
+        yield i.to_bytes(4, "big") + bytes(1020)
+    open(path, "w").close()
+
+
+def test_a_buffered_feeds_child_makes_everything_while_the_caller_takes_nothing(tmp_path: object) -> None:
+    # Given a child making 8 MiB (eight times what the pipe holds) for a caller busy elsewhere
+    marker = os.path.join(str(tmp_path), "made-all")
+    with Feed(_numbered_kib_then_mark, marker, 8192, batch=16, buffered=True) as feed:
+        # Then the child is not held back: it makes its last item before the caller takes the first
+        while not os.path.exists(marker):
+            time.sleep(0.01)  # waiting for the child's mark, not for a time
+        got: list[bytes] = []
+        while not feed.done:
+            got.extend(feed.more())
+    # and every item comes, in order
+    assert [int.from_bytes(b[:4], "big") for b in got] == list(range(8192))

@@ -456,7 +456,8 @@ def start_diff_worker(
     blobs = blobs or {}
     work = _BlobWork(blobs, pack, where or {})
     split = _DiffSplit()
-    feed = Feed(_commit_changes, repo.path, tags, hide or [], ref_tips, work, split)
+    # buffered: the CLI forks it before its stack starts, seconds before the walk takes anything
+    feed = Feed(_commit_changes, repo.path, tags, hide or [], ref_tips, work, split, buffered=True)
     return DiffWorker(feed, work, split, tags, hide or [], ref_tips, len(blobs), folder)
 
 
