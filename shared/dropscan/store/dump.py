@@ -182,6 +182,7 @@ def _write_packages(
             head["open_release"] = tops[info.name]
         f.write(orjson.dumps(head).decode() + "\n")
         stats.packages += 1
+        reported = Releases(s3, bucket).reported(info.name)
         for v in info.versions:
             rel = load_release(s3, bucket, info.name, v)
             if rel is not None:
@@ -190,7 +191,8 @@ def _write_packages(
                     "version": rel.version,
                     "files": rel.files,
                 }
-                licence = (Releases(s3, bucket).report(info.name, v) or {}).get("license")
+                report = Releases(s3, bucket).report(info.name, v) if v in reported else None
+                licence = (report or {}).get("license")
                 if licence is not None:  # recorded once at ingest: the next scans take it from here
                     line["license"] = licence
                 f.write(orjson.dumps(line).decode() + "\n")

@@ -74,6 +74,17 @@ class Releases:
         report: dict[str, Any] = json.loads(obj["Body"].read())
         return report
 
+    def reported(self, package: str) -> set[str]:
+        """The versions of ``package`` with an ingest report (one listing, not a GET per version)."""
+        prefix, suffix = release_report_key(package, ""), ".ingest.json"
+        prefix = prefix[: -len(suffix)]
+        return {
+            obj["Key"][len(prefix) : -len(suffix)]
+            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+            for obj in page.get("Contents", [])
+            if obj["Key"].endswith(suffix) and "/" not in obj["Key"][len(prefix) :]
+        }
+
     def put_report(self, package: str, version: str, report: dict[str, Any]) -> None:
         self.s3.put_object(
             Bucket=self.bucket, Key=release_report_key(package, version), Body=json.dumps(report).encode()

@@ -1,0 +1,58 @@
+"""A database dump carries what the next load needs: path lists with the licence recorded at ingest."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from dropscan.models import Release
+from dropscan.store.dump import export_db, import_db
+from dropscan.store.releases import Releases, save_release
+from dropscan.store.upstream import UpstreamDB
+
+from helpers.tables import create_table
+
+LICENCE = {"spdx": "GPL-2.0-only", "source": "LICENSE"}
+
+
+@pytest.fixture
+def aws() -> Iterator[tuple[Any, Any]]:
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        s3 = boto3.client("s3", region_name="us-east-1")
+        create_table(dynamodb, "UpstreamTable", "upstream")
+        create_table(dynamodb, "UpstreamTable", "loaded")
+        for bucket in ("here", "there"):
+            s3.create_bucket(Bucket=bucket)
+        yield dynamodb, s3
+
+
+def test_each_release_keeps_the_licence_recorded_at_its_ingest(aws: tuple[Any, Any]) -> None:
+    # Given three releases, two of them ingested with a report (one naming a licence) and a third
+    # registered from a git tag, without any report
+    dynamodb, s3 = aws
+    db = UpstreamDB(dynamodb, "upstream")
+    for version in ("1.0", "1.1", "1.10"):
+        save_release(s3, "here", Release("foo", version, {"a.c": "0" * 64}))
+    Releases(s3, "here").put_report("foo", "1.0", {"package": "foo", "version": "1.0", "license": LICENCE})
+    Releases(s3, "here").put_report("foo", "1.1", {"package": "foo", "version": "1.1"})
+    db.register("foo", ["1.0", "1.1", "1.10"], None)
+    # When the database is dumped
+    out = io.BytesIO()
+    export_db(db, s3, "here", out)
+    lines = [json.loads(line) for line in gzip.decompress(out.getvalue()).splitlines()]
+    # Then each path list is there, with the licence where one was recorded
+    listed = {line["version"]: line.get("license") for line in lines if "release" in line}
+    assert listed == {"1.0": LICENCE, "1.1": None, "1.10": None}
+    # and a load elsewhere records it again in that release's report
+    out.seek(0)
+    import_db(UpstreamDB(dynamodb, "loaded"), s3, "there", out)
+    assert (Releases(s3, "there").report("foo", "1.0") or {}).get("license") == LICENCE
+    assert Releases(s3, "there").reported("foo") == {"1.0"}
