@@ -238,13 +238,16 @@ class ContentStore:
 
     # ------------------------------------------------------------------ read by scans (and ingests)
     def _get_json(self, key: str) -> Any:
-        try:
-            body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        except self.s3.exceptions.NoSuchKey:
+        if self.local is not None:  # the local stack writes content/ to its folder only (_put_local)
             local = self._local(key)
             if local is None:
                 return None
             body = local.read_bytes()
+        else:
+            try:
+                body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            except self.s3.exceptions.NoSuchKey:
+                return None
         self.stats.gets += 1
         self.stats.bytes_read += len(body)
         return json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
