@@ -23,7 +23,15 @@ from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.moto_table import MotoBatchTable, moto_items
 from dropscan.local.stack import REGION, DeployedStack, deploy
 from dropscan.store.content import LOCAL_ENV, ContentStore
-from dropscan.store.dump import SCANS_FOLDER, export_db, export_digests, import_db, load_scans, save_scans
+from dropscan.store.dump import (
+    SCANS_FOLDER,
+    export_db,
+    export_rest,
+    git_states,
+    import_db,
+    load_scans,
+    save_scans,
+)
 from dropscan.store.scans import now
 from dropscan.store.services import reset as reset_services
 from dropscan.store.stack import Client, StackNames
@@ -199,31 +207,36 @@ def _save_decisions(client: Client, data_dir: Path) -> None:
 def _save_db(client: Client, s3: Any, data_dir: Path) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = data_dir / (DB_FILE + ".tmp")
-    part = data_dir / (DB_FILE + ".digests.tmp")
-    # the digests' lines (most of a dump) in a forked child, read from its copy of moto's table model,
-    # while this process writes the packages and path lists: the two members make one dump
-    tops = client.db.open_releases(client.db.packages())
-    args = (client.db.table, tops, part)
-    digests: Forked[int] | Done[int]
+    part = data_dir / (DB_FILE + ".rest.tmp")
+    # the git states' and digests' lines (most of a dump) in a forked child, the digests read from its
+    # copy of moto's table model, while this process writes the path lists: two members, one dump
+    packages = client.db.packages()
+    args = (
+        git_states(s3, client.names.upstream_bucket, packages),
+        client.db.table,
+        client.db.open_releases(packages),
+        part,
+    )
+    rest: Forked[int] | Done[int]
     if multiprocessing.current_process().daemon or usable_cpus() < 2:  # in save_db_beside's child
-        digests = Done(_save_digests(*args))
+        rest = Done(_save_rest(*args))
     else:
-        digests = Forked(_save_digests, *args)
-    with digests:
+        rest = Forked(_save_rest, *args)
+    with rest:
         with tmp.open("wb") as f:  # gzip's fastest level: local storage
-            export_db(client.db, s3, client.names.upstream_bucket, f, level=1, digests=False)
+            export_db(client.db, s3, client.names.upstream_bucket, f, level=1, releases_only=True)
         # the contents first: a database whose evidence data is not beside it yet is never left behind
         ContentStore(s3, client.names.upstream_bucket).save_to(data_dir / CONTENT_FOLDER)
-        digests.result()
+        rest.result()
     with tmp.open("ab") as f, part.open("rb") as lines:
         shutil.copyfileobj(lines, f)
     part.unlink()
     tmp.replace(data_dir / DB_FILE)  # never leave a half-written database behind
 
 
-def _save_digests(table: str, tops: dict[str, str], path: Path) -> int:
+def _save_rest(states: dict[str, Any], table: str, tops: dict[str, str], path: Path) -> int:
     with path.open("wb") as f:
-        return export_digests(moto_items(table), tops, f, level=1)
+        return export_rest(states, moto_items(table), tops, f, level=1)
 
 
 @contextmanager

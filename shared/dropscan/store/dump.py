@@ -105,14 +105,15 @@ def export_db(
     via_export: bool = False,
     items: Iterable[dict[str, Any]] | None = None,
     level: int = 6,
-    digests: bool = True,
+    releases_only: bool = False,
 ) -> DumpStats:
     """Write the whole database (digests, packages, release path lists) to ``out``.
 
     ``via_export``: read the items through a point-in-time export to ``bucket`` instead of a Scan;
     ``items``: the table's items from elsewhere (the embedded stack's own storage); ``level``: gzip's;
-    not ``digests``: all but the digests' lines, which :func:`export_digests` writes as a gzip member
-    of its own, to be appended (a dump may be several members: readers see one stream).
+    ``releases_only``: the packages and path lists alone: :func:`export_rest` writes the git states and
+    the digests as a gzip member of its own, to be appended (a dump may be several members: readers
+    see one stream).
     """
     stats = DumpStats()
     with gzip.open(out, "wt", compresslevel=level) as f:
@@ -123,24 +124,40 @@ def export_db(
         # read before the digests: an open release only rises, so every release listed here is covered
         tops = db.open_releases(packages)
         _write_packages(f, s3, bucket, packages, tops, stats)
-        for info in packages.values():  # what ingest-git runs did, so that the next one is incremental
-            state = Releases(s3, bucket).git_state(info.name)
-            if state is not None:
-                f.write(orjson.dumps({"git": info.name, "state": state}).decode() + "\n")
-        if digests:
+        if not releases_only:
             if items is None:
                 items = _exported_items(db, s3, bucket) if via_export else _scan_items(db)
-            stats.digests = _write_digests(f, items, tops)
+            stats.digests = _write_rest(f, git_states(s3, bucket, packages), items, tops)
     return stats
 
 
-def export_digests(
-    items: Iterable[dict[str, Any]], tops: Mapping[str, str], out: IO[bytes], *, level: int = 6
+def git_states(s3: S3Client, bucket: str, packages: Iterable[str]) -> dict[str, Any]:
+    """What ingest-git runs did for each package, so that the next one is incremental."""
+    releases = Releases(s3, bucket)
+    return {name: state for name in packages if (state := releases.git_state(name)) is not None}
+
+
+def export_rest(
+    states: Mapping[str, Any],
+    items: Iterable[dict[str, Any]],
+    tops: Mapping[str, str],
+    out: IO[bytes],
+    *,
+    level: int = 6,
 ) -> int:
-    """The digests' lines of a dump (see :func:`export_db`), from the table's ``items`` and the
-    packages' open releases (``UpstreamDB.open_releases``, read first); returns how many."""
+    """The git states' and the digests' lines of a dump (see :func:`export_db`), from the packages'
+    states (:func:`git_states`), the table's ``items`` and the packages' open releases
+    (``UpstreamDB.open_releases``, read first); returns how many digests."""
     with gzip.open(out, "wt", compresslevel=level) as f:
-        return _write_digests(f, items, tops)
+        return _write_rest(f, states, items, tops)
+
+
+def _write_rest(
+    f: IO[str], states: Mapping[str, Any], items: Iterable[dict[str, Any]], tops: Mapping[str, str]
+) -> int:
+    for name, state in states.items():
+        f.write(orjson.dumps({"git": name, "state": state}).decode() + "\n")
+    return _write_digests(f, items, tops)
 
 
 def _write_digests(f: IO[str], items: Iterable[dict[str, Any]], tops: Mapping[str, str]) -> int:

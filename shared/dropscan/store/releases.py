@@ -43,7 +43,7 @@ def load_release(s3: S3Client, bucket: str, package: str, version: str) -> Relea
         body = s3.get_object(Bucket=bucket, Key=release_key(package, version))["Body"].read()
     except s3.exceptions.NoSuchKey:
         return None
-    data = json.loads(gzip.decompress(body))
+    data = orjson.loads(gzip.decompress(body))
     return Release(data["package"], data["version"], data["files"])
 
 
@@ -104,7 +104,7 @@ class Releases:
             body = self.s3.get_object(Bucket=self.bucket, Key=git_state_key(package))["Body"].read()
         except self.s3.exceptions.NoSuchKey:
             return None
-        state: dict[str, Any] = json.loads(gzip.decompress(body))
+        state: dict[str, Any] = orjson.loads(gzip.decompress(body))
         return state
 
     def put_git_state(self, package: str, state: dict[str, Any]) -> None:
