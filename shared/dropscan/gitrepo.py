@@ -153,9 +153,10 @@ class GitRepo:
         while stack:
             current, base = stack.pop()
             for entry in current:
-                mode = entry.filemode
-                name = base + (entry.name or "")
-                if entry.type_str == "tree":
+                kind = entry.type_str  # a str: pygit2 makes an enum of each filemode it is asked for
+                if kind == "blob":
+                    add(Entry(base + (entry.name or ""), str(entry.id), entry.filemode == LINK))  # type: ignore[operator]
+                elif kind == "tree":
                     if seen is not None:
                         raw = entry.id.raw
                         if raw in seen:
@@ -166,9 +167,8 @@ class GitRepo:
                     except KeyError:
                         self.missing_trees.add(str(entry.id))
                         continue
-                    stack.append((sub, name + "/"))  # type: ignore[arg-type]
-                elif mode != GITLINK:
-                    add(Entry(name, str(entry.id), mode == LINK))  # type: ignore[operator]
+                    stack.append((sub, base + (entry.name or "") + "/"))  # type: ignore[arg-type]
+                # else a submodule's commit (a gitlink): no content here
 
     def commits(self, hide: list[str], tips: list[str]) -> Iterator[pygit2.Commit]:
         """Each commit reachable from ``tips`` and not from ``hide``, parents first (the same order on

@@ -190,6 +190,24 @@ def _evidence_index(releases: Releases, package: str) -> tuple[dict[str, Any], d
     return hunks, revisions
 
 
+def test_a_submodule_is_left_out_of_the_release_and_the_history(tmp_path: Path, aws: Any) -> None:
+    # Given a tag whose tree holds a file and a submodule (a gitlink: another repository's commit)
+    repo = tmp_path / "with-submodule"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    (repo / "main.c").write_bytes(b"int main;\n")
+    git(repo, "add", "main.c")
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},vendor/lib")
+    git(repo, "commit", "-q", "-m", "with a submodule")
+    git(repo, "tag", "1_0")
+    db, releases = aws
+    # When it is ingested with its history
+    report = ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(history=True))
+    # Then the release lists the file alone, and no blob is missing (the submodule's commit is none)
+    assert releases.load("foo", "1.0").files == {"main.c": sha(b"int main;\n")}
+    assert report["blobs"]["missing"] == 0 and report["blobs"]["in_history"] == 1
+
+
 def test_a_history_taken_in_parts_indexes_what_one_run_does(tmp_path: Path, aws: Any) -> None:
     # Given 1,200 commits in which the same one-line changes recur (each cited by its earliest commits)
     repo = long_history(tmp_path, 1_200)
