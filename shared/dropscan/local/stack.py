@@ -162,7 +162,10 @@ def cached_translation(root: Path, parameters: dict[str, str] | None = None) -> 
         version("aws-sam-translator").encode(),
     ):
         key.update(hashlib.sha256(part).digest())
-    path = _cache_dir() / f"template-{key.hexdigest()[:32]}.json"
+    try:
+        path = _cache_dir() / f"template-{key.hexdigest()[:32]}.json"
+    except RuntimeError:  # no home folder to keep it in
+        return translate(root, parameters)
     try:
         return Translation.from_json(json.loads(path.read_text()))
     except (OSError, ValueError, KeyError, TypeError):
