@@ -80,8 +80,8 @@ TREE_CACHE_LIMIT = 1 << 20
 
 def _tune_libgit2() -> None:
     pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, TREE_CACHE_LIMIT)
-    # libgit2 hashes every object it reads again (SHA-1 with collision detection: a third of a blob's
-    # read); git itself does not, outside fsck, and a blob's content is hashed here with SHA-256 anyway
+    # libgit2 hashes every object it reads again (SHA-1 with collision detection, docs/design.md); git
+    # itself does not, outside fsck, and a blob's content is hashed here with SHA-256 anyway
     pygit2.settings.enable_strict_hash_verification(False)
 
 

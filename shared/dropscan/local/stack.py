@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 
 # moto's CloudFormation imports API Gateway's OpenAPI validator, hence jsonschema, whose optional IRI
-# format checker compiles a grammar when imported (a second of every local start): nothing here checks
+# format checker compiles a grammar when imported (docs/design.md, "Local stack"): nothing here checks
 # formats, so jsonschema finds it absent and leaves that one format unchecked
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 

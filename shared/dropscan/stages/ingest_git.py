@@ -476,7 +476,7 @@ def ingest_git(
     ``worker``: a diff worker forked already (:func:`start_diff_worker`), this run's if it was given
     what the package's git state holds, else stopped and forked again; this run cleans it up."""
     # millions of entries, digests and provenances, none in a cycle: the collector only walked them
-    # (34 full collections, 1.4 s on BusyBox's history); the few cycles the calls leave wait till the end
+    # (docs/design.md); the few cycles the calls leave wait till the end
     with heap.building():
         return _ingest_git(repo, package, db, releases, options, progress, worker)
 
