@@ -424,11 +424,12 @@ class DiffWorker:
     tags: list[Tag]
     hide: list[str]
     ref_tips: list[str]
-    known: int  # blobs known when it was forked
     folder: tempfile.TemporaryDirectory[str]  # its pack: removed by :meth:`cleanup`, after the upload
 
-    def fits(self, tags: list[Tag], hide: list[str], ref_tips: list[str], known: int) -> bool:
-        return (self.tags, self.hide, self.ref_tips, self.known) == (tags, hide, ref_tips, known)
+    def fits(self, tags: list[Tag], hide: list[str], ref_tips: list[str], run: _Run) -> bool:
+        """Whether it was forked with what this run holds (the state's blobs and stored contents)."""
+        given = (self.tags, self.hide, self.ref_tips, self.work.skip, self.work.where)
+        return given == (tags, hide, ref_tips, run.blobs, run.where)
 
     def cleanup(self) -> None:
         self.feed.close()
@@ -454,12 +455,11 @@ def start_diff_worker(
     ref_tips = repo.ref_tips()
     folder = tempfile.TemporaryDirectory(suffix=".worker")
     pack = PackWriter(folder.name, pack_key(package, f"git-{uuid.uuid4().hex[:16]}-w"))
-    blobs = blobs or {}
-    work = _BlobWork(blobs, pack, where or {})
+    work = _BlobWork(blobs or {}, pack, where or {})
     split = _DiffSplit()
     # buffered: the CLI forks it before its stack starts, seconds before the walk takes anything
     feed = Feed(_commit_changes, repo.path, tags, hide or [], ref_tips, work, split, buffered=True)
-    return DiffWorker(feed, work, split, tags, hide or [], ref_tips, len(blobs), folder)
+    return DiffWorker(feed, work, split, tags, hide or [], ref_tips, folder)
 
 
 def ingest_git(
@@ -625,7 +625,7 @@ def _diffs(
 ) -> tuple[_Changes | None, DiffWorker | None]:
     """What makes the run's diffs: ``worker`` if it was given what the state holds (else it is stopped
     and another forked), or on one CPU this process, when the walk asks."""
-    if worker is not None and (not worker.fits(tags, hide, ref_tips, len(run.blobs)) or run.where):
+    if worker is not None and not worker.fits(tags, hide, ref_tips, run):
         worker.cleanup()
         worker = None
     if not options.history:
