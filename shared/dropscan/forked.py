@@ -130,6 +130,11 @@ def forked_iter(
         conn.close()
 
 
+class Urgent:
+    """A :class:`Feed` item its caller waits for: sent at once, with the items made before it, not
+    when its batch is full (the child may be held back before it fills one)."""
+
+
 class Feed(Generic[T]):
     """The items of ``produce(*args)``, made in a child forked now, taken when the caller likes.
 
@@ -243,7 +248,7 @@ def _produce(
     try:
         for item in produce(*args):
             items.append(item)
-            if len(items) == batch:
+            if len(items) == batch or isinstance(item, Urgent):
                 send(("items", items))
                 items = []
         send(("items", items))

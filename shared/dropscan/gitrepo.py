@@ -1,8 +1,8 @@
 """Reading an upstream git repository with pygit2 (libgit2 in its wheel: Lambda has no git binary).
 
 Releases are tags; their trees are path lists like a release archive's. The history is every commit
-reachable from any ref, each tree read once (a tree met again is skipped whole, with every blob under
-it). Objects a partial clone lacks are counted and named, never fatal. No database here: the ingest
+reachable from any ref, parents first; the ingest reads each commit's tree as a diff against its first
+parent's. Objects a partial clone lacks are counted and named, never fatal. No database here: the ingest
 stage (:mod:`dropscan.stages.ingest_git`) decides what to hash and write.
 
 pygit2 was chosen by measurement (``bench/git_read.py``, docs/design.md): reading every object of the
@@ -184,25 +184,6 @@ class GitRepo:
             except (KeyError, ValueError, pygit2.GitError):
                 continue  # a tip of an earlier run this copy no longer has (a rewritten branch)
         yield from walker
-
-    def history(
-        self, hide: list[str], tips: list[str] | None = None
-    ) -> Iterator[tuple[pygit2.Commit, list[Entry]]]:
-        """Each commit reachable from ``tips`` (default: every ref) and not from ``hide``, parents first,
-        with the files of its tree that no earlier commit of this walk had in a tree of the same id."""
-        seen: set[bytes] = set()
-        for commit in self.commits(hide, self.ref_tips() if tips is None else tips):
-            out: list[Entry] = []
-            root = commit.tree_id.raw
-            if root not in seen:
-                seen.add(root)
-                try:
-                    tree = self.repo[commit.tree_id]
-                except KeyError:
-                    self.missing_trees.add(str(commit.tree_id))
-                    continue
-                self._walk(tree, "", out.append, seen)  # type: ignore[arg-type]
-            yield commit, out
 
     def first_releases(self, tags: list[Tag]) -> dict[str, str]:
         """commit -> the lowest version among ``tags`` whose history holds it.

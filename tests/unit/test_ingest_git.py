@@ -26,6 +26,8 @@ from dropscan.stages.ingest_git import (
     GitIngestOptions,
     _BlobWork,
     _commit_changes,
+    _CommitChanges,
+    _Trees,
     ingest_git,
     start_diff_worker,
 )
@@ -115,6 +117,65 @@ def test_history_names_the_commit_of_an_unreleased_fix(upstream_repo: Path, aws:
     assert old["p"] == ["util/new.c", "util/old.c"] and old["r"] == "v1.1"
     # and every blob of the history was read once: the three of the tags, the fix and the first main.c
     assert report["blobs"]["read"] == 4 and report["commits"] == 5
+
+
+def _branchy_repo(tmp_path: Path) -> Path:
+    """Two roots, a folder renamed, a file copied, a branch merged with a file the merge itself adds,
+    a change undone, a symbolic link: each content brought first by one commit only."""
+    repo = tmp_path / "branchy"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    commit(repo, {"a/x.c": b"int x;\n", "a/y.c": b"int y;\n", "LICENSE": LICENCE}, "Import", "2001-01-01")
+    git(repo, "tag", "1_0")
+    git(repo, "mv", "a", "b")
+    git(repo, "commit", "-q", "-m", "Rename a to b", date="2001-02-01T00:00:00Z")
+    commit(repo, {"c/x.c": b"int x;\n"}, "Copy x", "2001-03-01")
+    git(repo, "checkout", "-q", "-b", "side")
+    commit(repo, {"b/y.c": b"int y = 2;\n"}, "Side: y", "2001-04-01")
+    git(repo, "checkout", "-q", "master")
+    commit(repo, {"b/x.c": b"int x = 2;\n"}, "Master: x", "2001-05-01")
+    git(repo, "merge", "-q", "--no-ff", "--no-commit", "side")
+    (repo / "evil.c").write_bytes(b"int evil;\n")
+    git(repo, "add", "evil.c")
+    git(repo, "commit", "-q", "-m", "Merge side, with evil.c", date="2001-06-01T00:00:00Z")
+    git(repo, "checkout", "-q", "--orphan", "other")
+    git(repo, "rm", "-q", "-rf", ".")
+    commit(repo, {"o.c": b"int o;\n"}, "Another root", "2001-07-01")
+    git(repo, "checkout", "-q", "master")
+    git(repo, "merge", "-q", "--no-ff", "--allow-unrelated-histories", "-m", "Merge other", "other")
+    os.symlink("b/x.c", repo / "link.c")
+    git(repo, "add", "link.c")
+    commit(repo, {"b/x.c": b"int x;\n"}, "Undo x", "2001-08-01")
+    git(repo, "tag", "1_1")
+    return repo
+
+
+def test_each_blob_is_credited_to_the_first_commit_whose_tree_holds_it(tmp_path: Path, aws: Any) -> None:
+    # Given a history of branches, merges, two roots, renames and copies
+    repo = _branchy_repo(tmp_path)
+    # When it is ingested with its history (each commit's tree read as a diff against its first parent)
+    db, _ = aws
+    run(repo, aws, history=True)
+    # Then each content's provenance is the first commit, parents first, whose whole tree holds it
+    # (read here with git ls-tree, tree by tree), with every path it ever had
+    first: dict[str, str] = {}
+    paths: dict[str, set[str]] = {}
+    contents: dict[str, bytes] = {}
+    for c in git(repo, "rev-list", "--topo-order", "--reverse", "--all").split():
+        for line in git(repo, "ls-tree", "-r", c).splitlines():
+            mode, _, blob, path = line.split(maxsplit=3)
+            if mode == "120000":
+                continue  # a symbolic link: no content of its own
+            first.setdefault(blob, c)
+            paths.setdefault(blob, set()).add(path)
+            contents[blob] = git(repo, "cat-file", "blob", blob).encode() + b"\n"
+    assert len(first) == 7  # x and y in two states each, the licence, evil.c and o.c
+    found = db.lookup([sha(data) for data in contents.values()])
+    for blob, data in contents.items():
+        prov = found[sha(data)].history["foo"]
+        assert (prov["c"], prov["p"]) == (first[blob], sorted(paths[blob])), data
+    evil = found[sha(b"int evil;\n")].history["foo"]
+    assert evil["s"] == "Merge side, with evil.c"  # a merge's own content is the merge's
 
 
 def test_a_second_run_with_nothing_new_reads_and_writes_nothing(upstream_repo: Path, aws: Any) -> None:
@@ -280,9 +341,25 @@ def test_the_walk_diffs_the_last_commits_until_it_meets_the_worker(
     assert _evidence_index(releases, "bar") == _evidence_index(releases, "foo")
 
 
-def test_a_worker_forked_before_the_state_is_read_serves_a_new_package_only(tmp_path: Path, aws: Any) -> None:
+def _walk_waits_for_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk hashes nothing before the worker has sent every commit: what the worker can hash, it
+    has (on a small history, the walk would otherwise claim it all first)."""
+    hash_pending = ingest_git_stage._hash_pending
+
+    def after_the_worker(repo: GitRepo, run: Any, pending: list[Any], changes: Any) -> None:
+        while changes.reached < len(pending) and not changes.feed.done:
+            changes._take(changes.feed.more())
+        hash_pending(repo, run, pending, changes)
+
+    monkeypatch.setattr(ingest_git_stage, "_hash_pending", after_the_worker)
+
+
+def test_a_worker_forked_before_the_state_is_read_serves_a_new_package_only(
+    tmp_path: Path, aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Given a history, and a diff worker forked before the database was at hand (as the CLI does)
     repo = long_history(tmp_path, 200)
+    _walk_waits_for_the_worker(monkeypatch)
     db, releases = aws
     options = GitIngestOptions(history=True)
     early = start_diff_worker(GitRepo(str(repo / ".git")), "foo", options)
@@ -343,7 +420,9 @@ def test_the_diff_worker_hashes_and_packs_what_its_commits_bring_until_the_walks
         work = _BlobWork({sha1_of(states[10]): ["known"]}, pack, {})
         if claimed is not None:
             work.claimed.value = claimed
-        got = list(_commit_changes(gitrepo.path, gitrepo.tags(), [], gitrepo.ref_tips(), work))
+        made = list(_commit_changes(gitrepo.path, gitrepo.tags(), [], gitrepo.ref_tips(), work))
+        got = [c for c in made if isinstance(c, _CommitChanges)]
+        assert isinstance(made[0], _Trees) and len(got) == len(made) - 1  # the tree diffs first
         hashed = {blob: (digests, where) for c in got for blob, digests, where, _ in c.blobs}
         return hashed, {blob: path for c in got for blob, path in c.missing}, pack
 

@@ -30,7 +30,7 @@ from dropscan import heap
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit import similarity
 from dropscan.audit.evidence import MAX_PUBLISHED, Published, diff, published_list
-from dropscan.forked import Feed, usable_cpus
+from dropscan.forked import Feed, ForkedError, Urgent, usable_cpus
 from dropscan.gitbundle import init_repo, unbundle
 from dropscan.gitrepo import GITLINK, LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
 from dropscan.keys import pack_key, parse_git_bundle_key
@@ -125,6 +125,65 @@ class _CommitChanges:
     missing: list[tuple[str, str]] = field(default_factory=list)
 
 
+#: a delta of a commit against its parent: (status, path, blob, mode, old blob, old mode)
+_Delta = tuple[DeltaStatus, str, str, int, str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _TreeChanges:
+    """One commit's tree against its first parent's: the files it brings ((path, blob) added or
+    modified; a root commit's whole tree), and the deltas its diffs need (None: not one parent, or an
+    object this copy lacks)."""
+
+    seen: FirstSeen
+    files: list[tuple[str, str]]
+    deltas: list[_Delta] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Trees(Urgent):
+    """What the walk takes from the worker's tree diffs, before any commit's changes: each commit of
+    the walk, in its order, as (id, date, subject, the files it brings); and the trees this copy lacks.
+    Every blob of every commit's tree is brought by that commit or is in its first parent's tree, so the
+    first commit bringing a blob is the first holding it: its provenance, without reading every tree."""
+
+    commits: list[tuple[str, str, str, list[tuple[str, str]]]]
+    missing_trees: list[str]
+
+
+def _tree_changes(repo: GitRepo, commit: pygit2.Commit) -> _TreeChanges:
+    seen = first_seen(commit)
+    if commit.parents:
+        try:
+            diff = repo.repo.diff(commit.parents[0], commit)
+            deltas: list[_Delta] = [
+                (
+                    d.status,
+                    d.new_file.path,
+                    str(d.new_file.id),
+                    d.new_file.mode,
+                    str(d.old_file.id),
+                    d.old_file.mode,
+                )
+                for d in diff.deltas
+            ]
+        except (pygit2.GitError, KeyError, ValueError):
+            pass  # an object this copy lacks: the whole tree, as far as it has it
+        else:
+            files = [
+                (path, blob)
+                for status, path, blob, mode, _, _ in deltas
+                if status in (DeltaStatus.ADDED, DeltaStatus.MODIFIED) and mode != LINK and mode != GITLINK
+            ]
+            return _TreeChanges(seen, files, deltas if len(commit.parents) == 1 else None)
+    try:
+        entries = repo.files(str(commit.id))
+    except (pygit2.GitError, KeyError, ValueError):
+        repo.missing_trees.add(str(commit.tree_id))
+        entries = []
+    return _TreeChanges(seen, [(e.path, e.blob) for e in entries if not e.link], None)
+
+
 def _shared_int(value: int) -> Any:
     """An int in memory a forked child shares, without a lock: one process writes it, and a lock would
     need /dev/shm, which Lambda lacks."""
@@ -194,22 +253,28 @@ def _commit_changes(
     tips: list[str],
     work: _BlobWork | None = None,
     split: _DiffSplit | None = None,
-) -> Iterator[_CommitChanges]:
-    """Each commit's hunks and revisions, in the order of the ingest's history walk (run in a forked
-    child beside it: the diffs and the hunks' fingerprints are half the work of ``--history``); with
+) -> Iterator[_CommitChanges | _Trees]:
+    """The commits' tree diffs first (:class:`_Trees`, the walk's provenance), then each commit's hunks
+    and revisions, in the walk's order (run in a forked child beside the ingest: the diffs and the
+    hunks' fingerprints are half the work of ``--history``); with
     ``work``, the blobs it brings, hashed (:class:`_BlobWork`); with ``split``, up to the commits the
     walk took (:class:`_DiffSplit`)."""
     repo = GitRepo(path)
+    commits = list(repo.commits(hide, tips))
+    trees = [_tree_changes(repo, commit) for commit in commits]
+    yield _Trees(
+        [(t.seen.commit, t.seen.date, t.seen.subject, t.files) for t in trees], sorted(repo.missing_trees)
+    )
     first_release = repo.first_releases(tags)
     if work is not None:
         work.skip = _TagBlobs(repo, tags, work.skip)
     recent = _RecentBlobs()
-    for n, commit in enumerate(repo.commits(hide, tips)):
+    for n, (commit, tree) in enumerate(zip(commits, trees, strict=True)):
         if split is not None and not split.worker_takes(n):
             return
         if work is not None:
             work.at = n
-        changes = _changes_of(repo, commit, first_release, recent, work)
+        changes = _changes_of(repo, commit, first_release, recent, work, tree)
         if work is not None:
             work.pack.flush()  # on disk before the walk hears of it
         yield changes
@@ -255,28 +320,29 @@ def _changes_of(
     first_release: dict[str, str],
     recent: _RecentBlobs,
     work: _BlobWork | None = None,
+    tree: _TreeChanges | None = None,
 ) -> _CommitChanges:
-    seen = first_seen(commit)
+    """``tree``: the commit's tree diff, made already (:func:`_tree_changes` makes it otherwise)."""
+    if tree is None:
+        tree = _tree_changes(repo, commit)
+    seen = tree.seen
     published = Published(seen.commit, first_release.get(seen.commit), seen.date, seen.subject).to_json()
     if len(commit.parents) != 1:
         return _CommitChanges(seen.commit, published, [], [], diffed=False)
-    try:
-        deltas = list(repo.repo.diff(commit.parents[0], commit).deltas)
-    except (pygit2.GitError, KeyError, ValueError):
+    if tree.deltas is None:
         return _CommitChanges(seen.commit, published, [], [], diffed=False, failed=True)
     out = _CommitChanges(seen.commit, published, [], [])
-    for delta in deltas:
-        if delta.status not in (DeltaStatus.ADDED, DeltaStatus.MODIFIED) or delta.new_file.mode == LINK:
+    for status, path, blob, mode, old_blob, old_mode in tree.deltas:
+        if status not in (DeltaStatus.ADDED, DeltaStatus.MODIFIED) or mode == LINK:
             continue
-        path, blob = delta.new_file.path, str(delta.new_file.id)
         out.revisions.append((path, blob))
-        if delta.new_file.mode == GITLINK:
+        if mode == GITLINK:
             continue
-        if delta.status != DeltaStatus.MODIFIED or delta.old_file.mode == LINK:
+        if status != DeltaStatus.MODIFIED or old_mode == LINK:
             if work is not None and work.wants(blob):
                 work.hash(blob, path, recent.read(repo, blob), out)
             continue
-        old, new = recent.read(repo, str(delta.old_file.id)), recent.read(repo, blob)
+        old, new = recent.read(repo, old_blob), recent.read(repo, blob)
         if work is not None:
             work.hash(blob, path, new, out)
         if old is None or new is None:
@@ -293,7 +359,7 @@ class _Changes:
     every revision of every path (:mod:`dropscan.store.content`), made by a forked worker
     (:func:`_commit_changes`) while the tags and the trees are read here."""
 
-    feed: Feed[_CommitChanges]
+    feed: Feed[_CommitChanges | _Trees]
     work: _BlobWork | None = None  # the worker's share of the blobs (None: the walk hashes them all)
     split: _DiffSplit | None = None  # the last commits' diffs, shared (None: the worker diffs all)
     #: fingerprint (path, lines) -> the commits publishing it (Published.to_json()), earliest first
@@ -309,6 +375,7 @@ class _Changes:
     hashed: dict[str, tuple[list[str], Location | None, int]] = field(default_factory=dict)
     lacked: dict[str, str] = field(default_factory=dict)
     reached: int = 0  # commits of the walk the worker has sent
+    _trees: _Trees | None = None
 
     #: once the walk is done: its commits -> their places; what has come of them is folded into the
     #: index as it comes (during the merge, which ends before the worker does), in the walk's order
@@ -342,7 +409,21 @@ class _Changes:
             self._fold(self._come.pop(self.folded), self._run)
             self.folded += 1
 
-    def _take(self, batch: list[_CommitChanges]) -> None:
+    def trees(self) -> _Trees:
+        """The worker's tree diffs (:class:`_Trees`), waiting for them: the first thing it sends."""
+        while self._trees is None:
+            if self.feed.done:
+                raise ForkedError("the diff worker ended without its tree diffs")
+            self._take(self.feed.more())
+        return self._trees
+
+    def _take(self, items: list[_CommitChanges | _Trees]) -> None:
+        batch: list[_CommitChanges] = []
+        for item in items:
+            if isinstance(item, _Trees):
+                self._trees = item
+            else:
+                batch.append(item)
         self.taken.extend(batch)
         self.reached += len(batch)
         for change in batch:
@@ -418,7 +499,7 @@ class _Changes:
 class DiffWorker:
     """A ``--history`` run's forked diff worker (:func:`_commit_changes`), with what it was given."""
 
-    feed: Feed[_CommitChanges]
+    feed: Feed[_CommitChanges | _Trees]
     work: _BlobWork
     split: _DiffSplit
     tags: list[Tag]
@@ -698,41 +779,41 @@ def _history(
     changes: _Changes,
 ) -> tuple[dict[str, FirstSeen], int, list[str], list[str], bool]:
     """(blob -> its first commit and paths, commits walked, their ids, what the next run hides, whether
-    the walk ended) of the commits reachable from ``tips`` and not from ``hide``; every blob met is hashed
-    (once), and what the diff worker has sent meanwhile is taken.
+    the walk ended) of the commits reachable from ``tips`` and not from ``hide``, from the worker's
+    tree diffs (:class:`_Trees`); every blob met is hashed (once), and what the diff worker has sent
+    meanwhile is taken.
 
     Commits come parents first, so the commits walked when ``stop`` says so hold all their own
     ancestors: hiding them (with ``hide``) is where the next run goes on."""
+    trees = changes.trees()
+    repo.missing_trees.update(trees.missing_trees)
     first_commit: dict[str, FirstSeen] = {}
     commits = 0
     walked: list[str] = []
     pending: list[list[Entry]] = []  # each commit's blobs met first there and not hashed yet
     ended = True
-    for commit, entries in repo.history(hide, tips):
+    for commit, date, subject, files in trees.commits:
         commits += 1
-        walked.append(str(commit.id))
-        seen: FirstSeen | None = None
+        walked.append(commit)
         new: list[Entry] = []
-        for entry in entries:
-            if entry.link:
-                continue
-            prov = first_commit.get(entry.blob)
+        for path, blob in files:
+            prov = first_commit.get(blob)
             if prov is None:
-                if hide and entry.blob in run.blobs and entry.blob not in hulls:
+                if hide and blob in run.blobs and blob not in hulls:
                     continue  # met by an earlier run's history: its provenance is written
-                seen = seen or first_seen(commit)
-                prov = first_commit[entry.blob] = FirstSeen(seen.commit, seen.date, seen.subject)
-                if entry.blob not in run.blobs:
-                    new.append(entry)
-            add_path(prov, entry.path)
+                prov = first_commit[blob] = FirstSeen(commit, date, subject)
+                if blob not in run.blobs:
+                    new.append(Entry(path, blob, False))
+            add_path(prov, path)
         pending.append(new)
-        changes.poll()
+        if commits % 500 == 0:
+            changes.poll()
+            if stop():
+                say(f"stopping at a checkpoint after {commits} commits")
+                ended = False
+                break
         if commits % 2000 == 0:
             say(f"history: {commits} commits, {len(first_commit)} blobs")
-        if commits % 500 == 0 and stop():
-            say(f"stopping at a checkpoint after {commits} commits")
-            ended = False
-            break
     _hash_pending(repo, run, pending, changes)
     if not ended:
         return first_commit, commits, walked, hide + walked, False
