@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 
 from dropscan.models import Release
-from dropscan.store.dump import export_db, import_db
+from dropscan.store.dump import export_db, export_rest, import_db, stored_git_states
 from dropscan.store.releases import Releases, save_release
 from dropscan.store.upstream import UpstreamDB
 
@@ -56,3 +56,18 @@ def test_each_release_keeps_the_licence_recorded_at_its_ingest(aws: tuple[Any, A
     import_db(UpstreamDB(dynamodb, "loaded"), s3, "there", out)
     assert (Releases(s3, "there").report("foo", "1.0") or {}).get("license") == LICENCE
     assert Releases(s3, "there").reported("foo") == {"1.0"}
+
+
+def test_a_git_state_copied_as_stored_loads_as_the_state_itself(aws: tuple[Any, Any]) -> None:
+    # Given a package's git state, with text that JSON escapes (a subject's quote, a non-ASCII name)
+    dynamodb, s3 = aws
+    state = {"format": 1, "package": "foo", "tags": {"1_0": "a" * 40}, "subjects": ['say "hi"\n', "Jürg"]}
+    Releases(s3, "here").put_git_state("foo", state)
+    # When a dump's rest is written from the state as stored (copied, not parsed) and loaded elsewhere
+    out = io.BytesIO()
+    export_db(UpstreamDB(dynamodb, "upstream"), s3, "here", out, releases_only=True)
+    export_rest(stored_git_states(s3, "here", ["foo"]), [], {}, out)
+    out.seek(0)
+    import_db(UpstreamDB(dynamodb, "loaded"), s3, "there", out)
+    # Then the state loaded there is the state itself
+    assert Releases(s3, "there").git_state("foo") == state

@@ -24,7 +24,7 @@ from typing import Any
 
 import pygit2
 from aws_lambda_powertools import Logger
-from pygit2.enums import DeltaStatus
+from pygit2.enums import DeltaStatus, DiffOption
 
 from dropscan import heap
 from dropscan.archive.digest import digest_bytes
@@ -155,17 +155,12 @@ def _tree_changes(repo: GitRepo, commit: pygit2.Commit) -> _TreeChanges:
     seen = first_seen(commit)
     if commit.parents:
         try:
-            diff = repo.repo.diff(commit.parents[0], commit)
+            # the binary check reads blobs, and nothing here asks a delta's flags
+            diff = repo.repo.diff(commit.parents[0], commit, flags=DiffOption.SKIP_BINARY_CHECK)
+            # each DiffFile asked of a delta is a new object: taken once
+            sides = [(d.status, d.new_file, d.old_file) for d in diff.deltas]
             deltas: list[_Delta] = [
-                (
-                    d.status,
-                    d.new_file.path,
-                    str(d.new_file.id),
-                    d.new_file.mode,
-                    str(d.old_file.id),
-                    d.old_file.mode,
-                )
-                for d in diff.deltas
+                (status, new.path, str(new.id), new.mode, str(old.id), old.mode) for status, new, old in sides
             ]
         except (pygit2.GitError, KeyError, ValueError):
             pass  # an object this copy lacks: the whole tree, as far as it has it
@@ -734,7 +729,7 @@ def _releases(
     called after each tag."""
     hulls: dict[str, list[str]] = {}
     done: list[Tag] = []
-    newest: list[FileDigests] = []
+    newest: list[list[str]] = []  # the last tag's files' digests
     for n, tag in enumerate(sorted(tags, key=lambda t: version_key(t.version)), 1):
         files: dict[str, str] = {}
         newest = []
@@ -743,7 +738,7 @@ def _releases(
             if known is None:
                 continue
             files[entry.path] = known[0]
-            newest.append(FileDigests(known[0], known[1], known[2]))
+            newest.append(known)
             key = f"link:{known[0]}" if entry.link else entry.blob
             hull = hulls.get(key)
             if hull is None:
@@ -765,7 +760,7 @@ def _releases(
         if n < len(tags) and stop():
             say(f"stopping at a checkpoint after {n} of {len(tags)} tags")
             break
-    return hulls, done, newest
+    return hulls, done, [FileDigests(sha, kw, ws) for sha, kw, ws, _ in newest]
 
 
 def _history(

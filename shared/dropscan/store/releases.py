@@ -100,12 +100,19 @@ class Releases:
 
     def git_state(self, package: str) -> dict[str, Any] | None:
         """What earlier ingests of the package's git repository did (None: none did)."""
-        try:
-            body = self.s3.get_object(Bucket=self.bucket, Key=git_state_key(package))["Body"].read()
-        except self.s3.exceptions.NoSuchKey:
+        body = self.git_state_body(package)
+        if body is None:
             return None
         state: dict[str, Any] = orjson.loads(gzip.decompress(body))
         return state
+
+    def git_state_body(self, package: str) -> bytes | None:
+        """The package's git state as stored: gzip-compressed JSON (None: no ingest made one)."""
+        try:
+            body: bytes = self.s3.get_object(Bucket=self.bucket, Key=git_state_key(package))["Body"].read()
+        except self.s3.exceptions.NoSuchKey:
+            return None
+        return body
 
     def put_git_state(self, package: str, state: dict[str, Any]) -> None:
         body = gzip.compress(orjson.dumps(state), compresslevel=1, mtime=0)
