@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -140,15 +140,21 @@ class _TreeChanges:
     deltas: list[_Delta] | None
 
 
+#: commits of the walk per :class:`_Trees` message
+TREES_BATCH = 500
+
+
 @dataclass(frozen=True, slots=True)
 class _Trees(Urgent):
-    """What the walk takes from the worker's tree diffs, before any commit's changes: each commit of
-    the walk, in its order, as (id, date, subject, the files it brings); and the trees this copy lacks.
+    """What the walk takes from the worker's tree diffs, before any commit's changes, in messages of
+    :data:`TREES_BATCH` commits (a walk stopping at a checkpoint takes no more): each commit of the
+    walk, in its order, as (id, date, subject, the files it brings); and the trees this copy lacks.
     Every blob of every commit's tree is brought by that commit or is in its first parent's tree, so the
     first commit bringing a blob is the first holding it: its provenance, without reading every tree."""
 
     commits: list[tuple[str, str, str, list[tuple[str, str]]]]
-    missing_trees: list[str]
+    missing_trees: list[str]  # met in these commits' trees
+    last: bool  # the walk's last commits
 
 
 def _tree_changes(repo: GitRepo, commit: pygit2.Commit) -> _TreeChanges:
@@ -256,10 +262,15 @@ def _commit_changes(
     walk took (:class:`_DiffSplit`)."""
     repo = GitRepo(path)
     commits = list(repo.commits(hide, tips))
-    trees = [_tree_changes(repo, commit) for commit in commits]
-    yield _Trees(
-        [(t.seen.commit, t.seen.date, t.seen.subject, t.files) for t in trees], sorted(repo.missing_trees)
-    )
+    trees: list[_TreeChanges] = []
+    for start in range(0, max(len(commits), 1), TREES_BATCH):
+        trees += [_tree_changes(repo, commit) for commit in commits[start : start + TREES_BATCH]]
+        yield _Trees(
+            [(t.seen.commit, t.seen.date, t.seen.subject, t.files) for t in trees[start:]],
+            sorted(repo.missing_trees),
+            last=start + TREES_BATCH >= len(commits),
+        )
+        repo.missing_trees.clear()
     first_release = repo.first_releases(tags)
     if work is not None:
         work.skip = _TagBlobs(repo, tags, work.skip)
@@ -370,7 +381,7 @@ class _Changes:
     hashed: dict[str, tuple[list[str], Location | None, int]] = field(default_factory=dict)
     lacked: dict[str, str] = field(default_factory=dict)
     reached: int = 0  # commits of the walk the worker has sent
-    _trees: _Trees | None = None
+    _trees: deque[_Trees] = field(default_factory=deque)
 
     #: once the walk is done: its commits -> their places; what has come of them is folded into the
     #: index as it comes (during the merge, which ends before the worker does), in the walk's order
@@ -404,19 +415,25 @@ class _Changes:
             self._fold(self._come.pop(self.folded), self._run)
             self.folded += 1
 
-    def trees(self) -> _Trees:
-        """The worker's tree diffs (:class:`_Trees`), waiting for them: the first thing it sends."""
-        while self._trees is None:
-            if self.feed.done:
-                raise ForkedError("the diff worker ended without its tree diffs")
-            self._take(self.feed.more())
-        return self._trees
+    def trees(self, repo: GitRepo) -> Iterator[tuple[str, str, str, list[tuple[str, str]]]]:
+        """The worker's tree diffs (:class:`_Trees`), commit by commit as they come (the first thing it
+        sends); the trees it found missing are added to ``repo``'s."""
+        while True:
+            while not self._trees:
+                if self.feed.done:
+                    raise ForkedError("the diff worker ended without its tree diffs")
+                self._take(self.feed.more())
+            batch = self._trees.popleft()
+            repo.missing_trees.update(batch.missing_trees)
+            yield from batch.commits
+            if batch.last:
+                return
 
     def _take(self, items: list[_CommitChanges | _Trees]) -> None:
         batch: list[_CommitChanges] = []
         for item in items:
             if isinstance(item, _Trees):
-                self._trees = item
+                self._trees.append(item)
             else:
                 batch.append(item)
         self.taken.extend(batch)
@@ -780,14 +797,12 @@ def _history(
 
     Commits come parents first, so the commits walked when ``stop`` says so hold all their own
     ancestors: hiding them (with ``hide``) is where the next run goes on."""
-    trees = changes.trees()
-    repo.missing_trees.update(trees.missing_trees)
     first_commit: dict[str, FirstSeen] = {}
     commits = 0
     walked: list[str] = []
     pending: list[list[Entry]] = []  # each commit's blobs met first there and not hashed yet
     ended = True
-    for commit, date, subject, files in trees.commits:
+    for commit, date, subject, files in changes.trees(repo):
         commits += 1
         walked.append(commit)
         new: list[Entry] = []
