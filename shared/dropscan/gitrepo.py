@@ -226,6 +226,16 @@ PATH_CHARS = 256
 
 
 def add_path(seen: FirstSeen, path: str) -> None:
+    """The path among the blob's paths if it is one of the first :data:`PROVENANCE_PATHS` by name: the
+    ones the database keeps when it merges two runs' paths (``models.earlier_provenance``), so that a
+    history ingested in parts says what one run says."""
     path = path[:PATH_CHARS]
-    if path not in seen.paths and len(seen.paths) < PROVENANCE_PATHS:
-        seen.paths.append(path)
+    paths = seen.paths
+    if path in paths:
+        return
+    if len(paths) < PROVENANCE_PATHS:
+        paths.append(path)
+        return
+    last = max(paths)
+    if path < last:
+        paths[paths.index(last)] = path

@@ -199,7 +199,16 @@ def earlier_provenance(a: Provenance | None, b: Provenance | None) -> Provenance
     the first release tag either knows: merging is commutative, so concurrent writers agree."""
     if a is None or b is None:
         return a or b
-    first, other = sorted((a, b), key=lambda h: (h.get("t", ""), h.get("c", "")))
+    if "c" not in a or "c" not in b:  # a first release tag alone, noted on the provenance a run wrote before
+        full, note = sorted((a, b), key=lambda h: ("c" not in h, str(h.get("r", ""))))
+        merged = dict(full)
+        if "r" not in merged and "r" in note:
+            merged["r"] = note["r"]
+        return merged
+    # the same commit with two first tags (runs of different --tags): the lower name, either way
+    first, other = sorted(
+        (a, b), key=lambda h: (h.get("t", ""), h.get("c", ""), "r" not in h, str(h.get("r")))
+    )
     merged = dict(first)
     merged["p"] = sorted(set(first.get("p", ())) | set(other.get("p", ())))[:PROVENANCE_PATHS]
     if "r" not in merged and "r" in other:

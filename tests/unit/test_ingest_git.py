@@ -199,13 +199,43 @@ def test_a_new_tag_reads_only_its_new_blobs(upstream_repo: Path, aws: Any) -> No
     assert report["blobs"]["read"] == 1  # new.c; the others were hashed by the first run
     assert db.packages()["foo"].versions == ("1.0", "1.1", "1.2")
     assert db.lookup([sha(LICENCE)])[sha(LICENCE)].packages["foo"] == VersionRange("1.0", "1.2")
-    # the fix, merged into master, is in 1.2 now: its history stays, its release range is new
+    # the fix, merged into master, is in 1.2 now: its history stays (its commit of the first run), its
+    # release range is new, and so is its first release tag: as one run of the whole repository says
     fix = db.lookup([sha(FIX)])[sha(FIX)]
     assert (
         fix.packages == {"foo": VersionRange("1.2", "1.2")}
         and fix.history["foo"]["s"] == "Fix the return code"
     )
+    options = GitIngestOptions(history=True)
+    once = ingest_git(GitRepo(str(upstream_repo / ".git")), "bar", db, releases, options)
+    assert once["tags"]["new"] == 3
+    for data in (FIX, LICENCE, b"int brand_new;\n"):
+        found = db.lookup([sha(data)])[sha(data)]
+        assert found.history["foo"] == found.history["bar"], data
+    assert fix.history["foo"]["r"] == "1_2"
     assert "new.c" in releases.load("foo", "1.2").files
+
+
+def test_a_history_ingested_in_two_runs_says_what_one_run_says(tmp_path: Path, aws: Any) -> None:
+    # Given a content committed at two paths in no release, ingested with its history; then copied to
+    # four more paths and released (1_0), and ingested again
+    repo = tmp_path / "copies"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    text = b"int shared_by_six_paths;\n"
+    first = commit(repo, {"d.c": text, "e.c": text}, "Two copies", "2001-01-01")
+    run(repo, aws, history=True)
+    commit(repo, {"a.c": text, "b.c": text, "c.c": text, "f.c": text}, "Four more", "2002-02-02")
+    git(repo, "tag", "1_0")
+    run(repo, aws, history=True)
+    # When the same repository is ingested in one run under another name
+    db, releases = aws
+    ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, GitIngestOptions(history=True))
+    # Then both say the content's first commit, its first release, and the same four of its six paths
+    history = db.lookup([sha(text)])[sha(text)].history
+    assert history["foo"] == history["bar"]
+    assert (history["foo"]["c"], history["foo"]["r"]) == (first, "1_0")
+    assert history["foo"]["p"] == ["a.c", "b.c", "c.c", "d.c"]  # the first four by name
 
 
 def test_a_missing_blob_is_counted_and_named_and_the_rest_ingested(upstream_repo: Path, aws: Any) -> None:

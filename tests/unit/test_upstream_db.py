@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from dropscan.archive import ArchiveReadError
-from dropscan.models import DigestInfo, FileDigests, Trust, VersionRange
+from dropscan.models import DigestInfo, FileDigests, Trust, VersionRange, earlier_provenance
 from dropscan.store.lease import WRITER_LEASE, LeaseBusy, LeaseLost, WriterLease
 from dropscan.store.upstream import (
     FORMS,
@@ -300,6 +300,37 @@ def test_provenance_keeps_the_earliest_commit_whoever_writes_first(dynamodb: Any
     written = db.stats.items_written
     db.merge(contributions_of([FileDigests(A, A, A)], "foo", None, history=late))
     assert db.stats.items_written == written  # nothing new: nothing written
+
+
+@pytest.mark.parametrize("note_first", [False, True])
+def test_a_first_release_tag_alone_is_noted_on_the_provenance_written_before(
+    dynamodb: Any, note_first: bool
+) -> None:
+    # Given a history blob's provenance, and a later run's note that a new tag is its first release
+    # (that run walked no commit bringing it: only the tag)
+    prov = {"c": "a" * 40, "t": "2010-01-01T00:00:00Z", "s": "first", "p": ["x/old.c"]}
+    note = {"r": "1_2"}
+    db = UpstreamDB(dynamodb, "upstream")
+    for history in (note, prov) if note_first else (prov, note):
+        db.merge(contributions_of([FileDigests(A, A, A)], "foo", None, history=history))
+    # Then, in either order, the provenance is the commit's, with the tag
+    assert db.lookup([A])[A].history["foo"] == {**prov, "r": "1_2"}
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"c": st.sampled_from(["a" * 40, "b" * 40]), "t": st.sampled_from(["2001", "2002"])},
+            optional={"r": st.sampled_from(["1_0", "1_1"]), "p": st.lists(st.sampled_from("wxyz"))},
+        )
+        | st.fixed_dictionaries({"r": st.sampled_from(["1_0", "1_1", "2_0"])}),
+        min_size=2,
+        max_size=2,
+    )
+)
+def test_merging_provenances_is_commutative(pair: list[dict[str, Any]]) -> None:
+    a, b = pair
+    assert earlier_provenance(a, b) == earlier_provenance(b, a)
 
 
 class _PidLog:

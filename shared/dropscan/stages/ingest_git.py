@@ -74,6 +74,9 @@ class _Run:
     pack: PackWriter | None = None
     worker_pack: PackWriter | None = None  # the diff worker's (:class:`_BlobWork`), filled in its copy
     worker_stored: list[int] = field(default_factory=lambda: [0, 0])  # its blobs taken: count, bytes
+    #: blobs an earlier run met in the history and in no release: a new tag holding one is its first
+    #: release, though no new commit brings it (its provenance is written; the tag is noted on it)
+    unreleased: set[str] = field(default_factory=set)
 
     def digests(self, repo: GitRepo, entry: Entry, *, released: bool = False) -> list[str] | None:
         """The blob's [sha256, kw, ws, tag], read and hashed the first time it is met; ``released``
@@ -592,6 +595,7 @@ def _ingest_git(
     content = ContentStore(releases.s3, releases.bucket)
     stored = state.get("content") or {"packs": [], "loc": {}}
     run = _Run(blobs=state.get("blobs", {}))
+    run.unreleased = {blob for blob, known in run.blobs.items() if not known[3]}
     run.where = {sha: (stored["packs"][i], off, n) for sha, (i, off, n) in stored["loc"].items()}
     run.sketches = state.get("sketches", {})
     scratch = tempfile.TemporaryDirectory(suffix=".packs")  # removed below
@@ -919,7 +923,11 @@ def _contributions(
             continue
         sha, kw, ws, tag = run.blobs[key]
         prov = first_commit.get(key)
-        history = {**prov.as_json(), **({"r": tag} if tag else {})} if prov else None
+        history: dict[str, Any] | None = None
+        if prov is not None:
+            history = {**prov.as_json(), **({"r": tag} if tag else {})}
+        elif tag and key in run.unreleased:
+            history = {"r": tag}  # models.earlier_provenance notes it on the provenance written before
         contributions_of([FileDigests(sha, kw, ws)], package, VersionRange(lo, hi), into=out, history=history)
     for blob, prov in first_commit.items():
         if blob in hulls or blob not in run.blobs:
