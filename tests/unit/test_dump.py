@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 
 from dropscan.models import Release
-from dropscan.store.dump import export_db, export_rest, import_db, stored_git_states
+from dropscan.store.dump import export_db, export_rest, git_states, import_db
 from dropscan.store.releases import Releases, save_release
 from dropscan.store.upstream import UpstreamDB
 
@@ -66,7 +66,7 @@ def test_a_git_state_copied_as_stored_loads_as_the_state_itself(aws: tuple[Any, 
     # When a dump's rest is written from the state as stored (copied, not parsed) and loaded elsewhere
     out = io.BytesIO()
     export_db(UpstreamDB(dynamodb, "upstream"), s3, "here", out, releases_only=True)
-    export_rest(stored_git_states(s3, "here", ["foo"]), [], {}, out)
+    export_rest(git_states(s3, "here", ["foo"]), [], {}, out)
     out.seek(0)
     import_db(UpstreamDB(dynamodb, "loaded"), s3, "there", out)
     # Then the state loaded there is the state itself

@@ -27,10 +27,10 @@ from dropscan.store.dump import (
     SCANS_FOLDER,
     export_db,
     export_rest,
+    git_states,
     import_db,
     load_scans,
     save_scans,
-    stored_git_states,
 )
 from dropscan.store.scans import now
 from dropscan.store.services import reset as reset_services
@@ -212,7 +212,7 @@ def _save_db(client: Client, s3: Any, data_dir: Path) -> None:
     # copy of moto's table model, while this process writes the path lists: two members, one dump
     packages = client.db.packages()
     args = (
-        stored_git_states(s3, client.names.upstream_bucket, packages),  # copied, not parsed
+        git_states(s3, client.names.upstream_bucket, packages),  # copied, not parsed
         client.db.table,
         client.db.open_releases(packages),
         part,

@@ -131,21 +131,15 @@ def export_db(
     return stats
 
 
-def git_states(s3: S3Client, bucket: str, packages: Iterable[str]) -> dict[str, Any]:
-    """What ingest-git runs did for each package, so that the next one is incremental."""
-    releases = Releases(s3, bucket)
-    return {name: state for name in packages if (state := releases.git_state(name)) is not None}
-
-
-def stored_git_states(s3: S3Client, bucket: str, packages: Iterable[str]) -> dict[str, bytes]:
-    """:func:`git_states` as stored (gzip-compressed JSON), for :func:`export_rest` to copy into its
-    lines without reading them."""
+def git_states(s3: S3Client, bucket: str, packages: Iterable[str]) -> dict[str, bytes]:
+    """What ingest-git runs did for each package, so that the next one is incremental: each state as
+    stored (gzip-compressed JSON), which a dump's line copies without reading it."""
     releases = Releases(s3, bucket)
     return {name: body for name in packages if (body := releases.git_state_body(name)) is not None}
 
 
 def export_rest(
-    states: Mapping[str, Any],
+    states: Mapping[str, bytes],
     items: Iterable[dict[str, Any]],
     tops: Mapping[str, str],
     out: IO[bytes],
@@ -153,20 +147,17 @@ def export_rest(
     level: int = 6,
 ) -> int:
     """The git states' and the digests' lines of a dump (see :func:`export_db`), from the packages'
-    states (:func:`git_states`, or :func:`stored_git_states`), the table's ``items`` and the packages'
-    open releases (``UpstreamDB.open_releases``, read first); returns how many digests."""
+    states (:func:`git_states`), the table's ``items`` and the packages' open releases
+    (``UpstreamDB.open_releases``, read first); returns how many digests."""
     with gzip.open(out, "wt", compresslevel=level) as f:
         return _write_rest(f, states, items, tops)
 
 
 def _write_rest(
-    f: IO[str], states: Mapping[str, Any], items: Iterable[dict[str, Any]], tops: Mapping[str, str]
+    f: IO[str], states: Mapping[str, bytes], items: Iterable[dict[str, Any]], tops: Mapping[str, str]
 ) -> int:
-    for name, state in states.items():
-        if isinstance(state, bytes):  # as stored: compact JSON on one line, copied as it is
-            f.write(f'{{"git":{orjson.dumps(name).decode()},"state":{gzip.decompress(state).decode()}}}\n')
-        else:
-            f.write(orjson.dumps({"git": name, "state": state}).decode() + "\n")
+    for name, state in states.items():  # as stored: compact JSON on one line, copied as it is
+        f.write(f'{{"git":{orjson.dumps(name).decode()},"state":{gzip.decompress(state).decode()}}}\n')
     return _write_digests(f, items, tops)
 
 
