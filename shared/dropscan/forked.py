@@ -86,6 +86,12 @@ def _run(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> Non
         conn.close()
 
 
+def shared_int(value: int) -> Any:
+    """An int in memory a child forked later shares with its parent, without a lock: one process writes
+    it, the other reads it (``.value``), and a lock would need /dev/shm, which Lambda lacks."""
+    return multiprocessing.get_context("fork").Value("q", value, lock=False)
+
+
 def usable_cpus() -> int:
     """CPUs this process may run on (a Lambda function gets one per 1,769 MB of memory)."""
     try:

@@ -6,11 +6,12 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from dropscan.archive import ArchiveReadError
-from dropscan.forked import Feed, Forked, ForkedError, forked_iter
+from dropscan.forked import Feed, Forked, ForkedError, forked_iter, shared_int
 
 
 def _pid_and(value: int) -> tuple[int, int]:
@@ -166,3 +167,22 @@ def test_a_buffered_feeds_child_makes_everything_while_the_caller_takes_nothing(
             got.extend(feed.more())
     # and every item comes, in order
     assert [int.from_bytes(b[:4], "big") for b in got] == list(range(8192))
+
+
+def _write_then_wait_for(shared: Any, reply: Any) -> int:
+    shared.value = 7  # the parent sees it before the child returns
+    while reply.value != 8:
+        time.sleep(0.001)  # waits on the parent's answer, not on a clock
+    return int(reply.value)
+
+
+def test_a_shared_int_is_seen_by_both_processes_while_they_run() -> None:
+    # Given two ints in shared memory, and a child forked after them
+    shared, reply = shared_int(0), shared_int(0)
+    with Forked(_write_then_wait_for, shared, reply) as child:
+        # When the child writes one, the parent reads it while the child runs; and the other way round
+        while shared.value != 7:
+            time.sleep(0.001)
+        reply.value = 8
+        # Then the child saw the parent's write too
+        assert child.result() == 8

@@ -9,7 +9,6 @@ digest for the whole run (its range over every new tag holding it), merged shard
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import re
 import shutil
 import tempfile
@@ -30,7 +29,7 @@ from dropscan import heap
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit import similarity
 from dropscan.audit.evidence import MAX_PUBLISHED, Published, diff, published_list
-from dropscan.forked import Feed, ForkedError, Urgent, usable_cpus
+from dropscan.forked import Feed, ForkedError, Urgent, shared_int, usable_cpus
 from dropscan.gitbundle import init_repo, unbundle
 from dropscan.gitrepo import GITLINK, LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
 from dropscan.keys import pack_key, parse_git_bundle_key
@@ -188,12 +187,6 @@ def _tree_changes(repo: GitRepo, commit: pygit2.Commit) -> _TreeChanges:
     return _TreeChanges(seen, [(e.path, e.blob) for e in entries if not e.link], None)
 
 
-def _shared_int(value: int) -> Any:
-    """An int in memory a forked child shares, without a lock: one process writes it, and a lock would
-    need /dev/shm, which Lambda lacks."""
-    return multiprocessing.get_context("fork").Value("q", value, lock=False)
-
-
 @dataclass
 class _BlobWork:
     """The worker's share of reading, hashing and packing blobs: those a commit adds or modifies that
@@ -206,7 +199,7 @@ class _BlobWork:
     where: dict[str, Location]  # the run's stored contents when the worker was forked
     done: set[str] = field(default_factory=set)
     #: the first commit (by its place in the walk) whose blobs the walk has taken: shared memory
-    claimed: Any = field(default_factory=lambda: _shared_int(1 << 62))
+    claimed: Any = field(default_factory=lambda: shared_int(1 << 62))
     at: int = 0  # the place of the commit the worker is at
 
     def wants(self, blob: str) -> bool:
@@ -238,8 +231,8 @@ class _DiffSplit:
     where they meet (its changes are then used once); none is left to neither, as the worker moves past
     a commit only once it has diffed it. Shared memory without a lock, as for :class:`_BlobWork`."""
 
-    at: Any = field(default_factory=lambda: _shared_int(-1))  # the commit the worker is at
-    claim: Any = field(default_factory=lambda: _shared_int(1 << 62))  # the lowest commit the walk took
+    at: Any = field(default_factory=lambda: shared_int(-1))  # the commit the worker is at
+    claim: Any = field(default_factory=lambda: shared_int(1 << 62))  # the lowest commit the walk took
 
     def worker_takes(self, n: int) -> bool:
         self.at.value = n
