@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
 
 from dropscan.archive import walk
 from dropscan.archive.digest import digest_bytes
-from dropscan.gitrepo import GitRepo
+from dropscan.git.repo import GitRepo
 
 EXAMPLES = 12
 

@@ -16,7 +16,7 @@ import pytest
 from gitrepos import LICENCE, commit, git, sha
 
 from dropscan.cli import main
-from dropscan.gitrepo import GitRepo
+from dropscan.git.repo import GitRepo
 from dropscan.local.embedded import embedded
 from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
 from dropscan.store.releases import Releases

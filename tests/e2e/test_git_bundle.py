@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gitrepos import FIX, LICENCE, build_upstream_repo, commit, git, sha
 
-from dropscan.gitrepo import GitRepo
+from dropscan.git.repo import GitRepo
 from dropscan.local.embedded import embedded
 from dropscan.models import VersionRange
 from dropscan.stages.ingest_git import GitIngestOptions, ingest_git

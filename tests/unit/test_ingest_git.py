@@ -19,7 +19,7 @@ from moto import mock_aws
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit.evidence import MAX_PUBLISHED
 from dropscan.forked import usable_cpus
-from dropscan.gitrepo import GitRepo, version_of
+from dropscan.git.repo import GitRepo, version_of
 from dropscan.models import VersionRange
 from dropscan.stages import ingest_git as ingest_git_stage
 from dropscan.stages.ingest_git import (

@@ -243,7 +243,7 @@ def cmd_ingest(a: argparse.Namespace) -> int:
 def cmd_ingest_git(a: argparse.Namespace) -> int:
     import re
 
-    from dropscan.gitrepo import GitReadError, GitRepo
+    from dropscan.git.repo import GitReadError, GitRepo
     from dropscan.stages.ingest_git import GitIngestOptions, ingest_git, start_diff_worker
     from dropscan.store.releases import Releases
 

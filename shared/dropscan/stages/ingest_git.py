@@ -30,8 +30,8 @@ from dropscan.archive.digest import digest_bytes
 from dropscan.audit import similarity
 from dropscan.audit.evidence import MAX_PUBLISHED, Published, diff, published_list
 from dropscan.forked import Feed, ForkedError, Urgent, shared_int, usable_cpus
-from dropscan.gitbundle import init_repo, unbundle
-from dropscan.gitrepo import GITLINK, LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
+from dropscan.git.bundle import init_repo, unbundle
+from dropscan.git.repo import GITLINK, LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen
 from dropscan.keys import pack_key, parse_git_bundle_key
 from dropscan.models import FileDigests, Release, Trust, VersionRange, version_key
 from dropscan.store.content import ContentStore, Location, PackWriter, hunk_shard, path_shard

@@ -1,5 +1,5 @@
 """Git bundles (``git bundle create x.bundle --all``, or an incremental ``v1.36.0..master``) into a bare
-repository that :class:`dropscan.gitrepo.GitRepo` reads, without a git binary (Lambda has none).
+repository that :class:`dropscan.git.repo.GitRepo` reads, without a git binary (Lambda has none).
 
 A bundle is a header (``# v2 git bundle`` or ``# v3``, capabilities, prerequisites ``-<id>``, refs
 ``<id> <name>``, a blank line) and a pack. The pack is streamed into ``objects/pack/``, completed and
