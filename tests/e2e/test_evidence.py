@@ -19,6 +19,7 @@ from dropscan.cli import main
 from dropscan.git.repo import GitRepo
 from dropscan.local.embedded import embedded
 from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
+from dropscan.store.content import ContentStore
 from dropscan.store.releases import Releases
 
 from helpers.flows import cli_scan, scan_and_wait
@@ -103,7 +104,9 @@ def scan_with_history(repo: Path, drop: Path) -> dict[str, Any]:
     """The manifest of ``drop`` scanned against ``repo`` ingested as ``foo`` with its history."""
     with embedded() as es:
         releases = Releases(es.client.s3, es.names.upstream_bucket)
-        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
+        content = ContentStore(es.client.s3, es.names.upstream_bucket)
+        options = GitIngestOptions(history=True)
+        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, content, options)
         return scan_and_wait(es, drop).manifest
 
 
@@ -227,7 +230,9 @@ def test_lines_upstream_published_in_another_file_are_not_upstream_here(tmp_path
         tar.add(folder, arcname="foo-1.0")
     with embedded() as es:
         releases = Releases(es.client.s3, es.names.upstream_bucket)
-        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, GitIngestOptions(history=True))
+        content = ContentStore(es.client.s3, es.names.upstream_bucket)
+        options = GitIngestOptions(history=True)
+        ingest_git(GitRepo(str(repo / ".git")), "foo", es.client.db, releases, content, options)
         files = by_path(scan_and_wait(es, drop).manifest)
     a, y = files["a.c"]["evidence"], files["y.c"]["evidence"]
     assert (a["origin"], [(h["new_start"], h["origin"]) for h in a["hunks"]]) == ("vendor", [(21, "vendor")])

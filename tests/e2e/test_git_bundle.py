@@ -11,6 +11,7 @@ from dropscan.git.repo import GitRepo
 from dropscan.local.embedded import embedded
 from dropscan.models import VersionRange
 from dropscan.stages.ingest_git import GitIngestOptions, ingest_git
+from dropscan.store.content import ContentStore
 from dropscan.store.releases import Releases
 
 
@@ -33,9 +34,9 @@ def test_a_bundle_is_ingested_part_by_part_as_one_run_would(tmp_path: Path) -> N
         # and the same as the repository ingested in one run into another stack
     with embedded() as other:
         releases = Releases(other.client.s3, other.names.upstream_bucket)
-        ingest_git(
-            GitRepo(str(repo / ".git")), "foo", other.client.db, releases, GitIngestOptions(history=True)
-        )
+        content = ContentStore(other.client.s3, other.names.upstream_bucket)
+        options = GitIngestOptions(history=True)
+        ingest_git(GitRepo(str(repo / ".git")), "foo", other.client.db, releases, content, options)
         assert other.client.db.lookup([sha(LICENCE), sha(FIX)]) == bundled
 
 
@@ -74,8 +75,9 @@ def test_a_release_from_its_tarball_and_from_its_tag_give_the_same_answers(tmp_p
     with embedded() as es:
         es.client.ingest(tarball, "tarball", "1.1")
         releases = Releases(es.client.s3, es.names.upstream_bucket)
+        content = ContentStore(es.client.s3, es.names.upstream_bucket)
         options = GitIngestOptions(tags="v1.1")
-        ingest_git(GitRepo(str(repo / ".git")), "git", es.client.db, releases, options)
+        ingest_git(GitRepo(str(repo / ".git")), "git", es.client.db, releases, content, options)
         # Then both have the same files, and the database says the same of each
         from_tar, from_git = releases.load("tarball", "1.1"), releases.load("git", "1.1")
         assert from_tar is not None and from_git is not None

@@ -19,18 +19,12 @@ from moto import mock_aws
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit.evidence import MAX_PUBLISHED
 from dropscan.forked import usable_cpus
+from dropscan.git import diff_worker, history
+from dropscan.git.diff_worker import DiffSplit, Trees, commit_changes
+from dropscan.git.diffs import BlobWork, CommitChanges
 from dropscan.git.repo import GitRepo, version_of
 from dropscan.models import VersionRange
-from dropscan.stages import ingest_git as ingest_git_stage
-from dropscan.stages.ingest_git import (
-    GitIngestOptions,
-    _BlobWork,
-    _commit_changes,
-    _CommitChanges,
-    _Trees,
-    ingest_git,
-    start_diff_worker,
-)
+from dropscan.stages.ingest_git import DiffWorker, GitIngestOptions, ingest_git, start_diff_worker
 from dropscan.store.content import SHARDS, ContentStore, PackWriter, unpack
 from dropscan.store.releases import Releases
 from dropscan.store.upstream import UpstreamDB
@@ -56,9 +50,21 @@ def aws() -> Iterator[tuple[UpstreamDB, Releases]]:
         yield UpstreamDB(dynamodb, "upstream"), Releases(s3, "upstream-bucket")
 
 
-def run(repo: Path, aws: tuple[UpstreamDB, Releases], **options: Any) -> dict[str, Any]:
+def ingest(
+    repo: Path,
+    package: str,
+    aws: tuple[UpstreamDB, Releases],
+    options: GitIngestOptions,
+    worker: DiffWorker | None = None,
+) -> dict[str, Any]:
+    """The stage on the repository, with a content store in the releases' bucket (as Services makes one)."""
     db, releases = aws
-    return ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(**options))
+    content = ContentStore(releases.s3, releases.bucket)
+    return ingest_git(GitRepo(str(repo / ".git")), package, db, releases, content, options, worker=worker)
+
+
+def run(repo: Path, aws: tuple[UpstreamDB, Releases], **options: Any) -> dict[str, Any]:
+    return ingest(repo, "foo", aws, GitIngestOptions(**options))
 
 
 @pytest.mark.parametrize(
@@ -207,7 +213,7 @@ def test_a_new_tag_reads_only_its_new_blobs(upstream_repo: Path, aws: Any) -> No
         and fix.history["foo"]["s"] == "Fix the return code"
     )
     options = GitIngestOptions(history=True)
-    once = ingest_git(GitRepo(str(upstream_repo / ".git")), "bar", db, releases, options)
+    once = ingest(upstream_repo, "bar", aws, options)
     assert once["tags"]["new"] == 3
     for data in (FIX, LICENCE, b"int brand_new;\n"):
         found = db.lookup([sha(data)])[sha(data)]
@@ -229,8 +235,8 @@ def test_a_history_ingested_in_two_runs_says_what_one_run_says(tmp_path: Path, a
     git(repo, "tag", "1_0")
     run(repo, aws, history=True)
     # When the same repository is ingested in one run under another name
-    db, releases = aws
-    ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, GitIngestOptions(history=True))
+    db, _ = aws
+    ingest(repo, "bar", aws, GitIngestOptions(history=True))
     # Then both say the content's first commit, its first release, and the same four of its six paths
     history = db.lookup([sha(text)])[sha(text)].history
     assert history["foo"] == history["bar"]
@@ -291,9 +297,9 @@ def test_a_submodule_is_left_out_of_the_release_and_the_history(tmp_path: Path, 
     git(repo, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},vendor/lib")
     git(repo, "commit", "-q", "-m", "with a submodule")
     git(repo, "tag", "1_0")
-    db, releases = aws
+    _, releases = aws
     # When it is ingested with its history
-    report = ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(history=True))
+    report = ingest(repo, "foo", aws, GitIngestOptions(history=True))
     # Then the release lists the file alone, and no blob is missing (the submodule's commit is none)
     assert releases.load("foo", "1.0").files == {"main.c": sha(b"int main;\n")}
     assert report["blobs"]["missing"] == 0 and report["blobs"]["in_history"] == 1
@@ -302,15 +308,15 @@ def test_a_submodule_is_left_out_of_the_release_and_the_history(tmp_path: Path, 
 def test_a_history_taken_in_parts_indexes_what_one_run_does(tmp_path: Path, aws: Any) -> None:
     # Given 1,200 commits in which the same one-line changes recur (each cited by its earliest commits)
     repo = long_history(tmp_path, 1_200)
-    db, releases = aws
-    whole = ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(history=True))
+    _, releases = aws
+    whole = ingest(repo, "foo", aws, GitIngestOptions(history=True))
     assert whole["complete"] and whole["evidence"]["commits_diffed"] == 1_199  # the root has no parent
     # When the same repository is ingested stopping at every checkpoint (every 500 commits)
     parts = 0
     while True:
         parts += 1
         options = GitIngestOptions(history=True, stop=lambda: True)
-        if ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, options)["complete"]:
+        if ingest(repo, "bar", aws, options)["complete"]:
             break
         if parts == 1:  # the first part cites no commit past its checkpoint (commit 499, minute 499)
             first_part = _evidence_index(releases, "bar")[0]
@@ -331,14 +337,14 @@ def test_a_history_taken_in_parts_indexes_what_one_run_does(tmp_path: Path, aws:
 def test_on_one_cpu_the_diffs_are_made_inline_and_index_the_same(tmp_path: Path, aws: Any) -> None:
     # Given a history, ingested as on a machine of several CPUs (the diffs in a forked worker)
     repo = long_history(tmp_path, 700)
-    db, releases = aws
-    ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(history=True))
+    _, releases = aws
+    ingest(repo, "foo", aws, GitIngestOptions(history=True))
     # When this process may run on one CPU only (a Lambda function of less than 1,769 MB)
     cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(cpus)})
     try:
         assert usable_cpus() == 1
-        report = ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, GitIngestOptions(history=True))
+        report = ingest(repo, "bar", aws, GitIngestOptions(history=True))
     finally:
         os.sched_setaffinity(0, cpus)
     # Then the same commits were diffed here, into the same index
@@ -346,7 +352,7 @@ def test_on_one_cpu_the_diffs_are_made_inline_and_index_the_same(tmp_path: Path,
     assert _evidence_index(releases, "bar") == _evidence_index(releases, "foo")
 
 
-class _HeldBack(ingest_git_stage._DiffSplit):
+class _HeldBack(DiffSplit):
     """A diff worker that stops at commit 50 until the walk has taken the commits from 150 on."""
 
     def worker_takes(self, n: int) -> bool:
@@ -360,10 +366,10 @@ def test_the_walk_diffs_the_last_commits_until_it_meets_the_worker(
 ) -> None:
     # Given a history ingested as usual, and again with a diff worker held back at commit 50 of 300
     repo = long_history(tmp_path, 300)
-    db, releases = aws
-    ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(history=True))
-    monkeypatch.setattr(ingest_git_stage, "_DiffSplit", _HeldBack)
-    report = ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, GitIngestOptions(history=True))
+    _, releases = aws
+    ingest(repo, "foo", aws, GitIngestOptions(history=True))
+    monkeypatch.setattr(diff_worker, "DiffSplit", _HeldBack)
+    report = ingest(repo, "bar", aws, GitIngestOptions(history=True))
     # Then the walk diffed the commits from the last back to at least 150, the worker the rest, and
     # where they met a commit diffed by both counts once: the same index as one worker's
     assert 150 <= report["evidence"]["commits_diffed_by_walk"] <= 250
@@ -374,14 +380,14 @@ def test_the_walk_diffs_the_last_commits_until_it_meets_the_worker(
 def _walk_waits_for_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """The walk hashes nothing before the worker has sent every commit: what the worker can hash, it
     has (on a small history, the walk would otherwise claim it all first)."""
-    hash_pending = ingest_git_stage._hash_pending
+    hash_pending = history.hash_pending
 
     def after_the_worker(repo: GitRepo, run: Any, pending: list[Any], changes: Any) -> None:
         while changes.reached < len(pending) and not changes.feed.done:
-            changes._take(changes.feed.more())
+            changes.more()
         hash_pending(repo, run, pending, changes)
 
-    monkeypatch.setattr(ingest_git_stage, "_hash_pending", after_the_worker)
+    monkeypatch.setattr(history, "hash_pending", after_the_worker)
 
 
 def test_a_worker_forked_before_the_state_is_read_serves_a_new_package_only(
@@ -390,29 +396,27 @@ def test_a_worker_forked_before_the_state_is_read_serves_a_new_package_only(
     # Given a history, and a diff worker forked before the database was at hand (as the CLI does)
     repo = long_history(tmp_path, 200)
     _walk_waits_for_the_worker(monkeypatch)
-    db, releases = aws
+    _, releases = aws
     options = GitIngestOptions(history=True)
     early = start_diff_worker(GitRepo(str(repo / ".git")), "foo", options)
     assert early is not None  # (these machines have two CPUs)
     # When the package is new to the database, the run makes its diffs with that worker
-    ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, options, worker=early)
-    ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, options)
+    ingest(repo, "foo", aws, options, worker=early)
+    ingest(repo, "bar", aws, options)
     assert _evidence_index(releases, "foo") == _evidence_index(releases, "bar")
     packs = releases.git_state("foo")["content"]["packs"]
-    assert any(key.startswith(early.work.pack.key_prefix) for key in packs)
+    assert any(key.startswith(early.pack.key_prefix) for key in packs)
     assert not Path(early.folder.name).exists()  # its pack uploaded, its folder removed
     # and when the package has a state (a later run, one commit more), a worker forked on the guess
     # is stopped and another one started with what the state holds
     commit(repo, {"f9.c": b"int f9;\n"}, "one more", "2024-01-01")
     early = start_diff_worker(GitRepo(str(repo / ".git")), "foo", options)
     assert early is not None
-    again = ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, options, worker=early)
+    again = ingest(repo, "foo", aws, options, worker=early)
     assert again["commits"] == 1 and again["evidence"]["commits_diffed"] == 1
-    assert not any(
-        k.startswith(early.work.pack.key_prefix) for k in releases.git_state("foo")["content"]["packs"]
-    )
+    assert not any(k.startswith(early.pack.key_prefix) for k in releases.git_state("foo")["content"]["packs"])
     assert not Path(early.folder.name).exists()
-    ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, options)
+    ingest(repo, "bar", aws, options)
     assert _evidence_index(releases, "foo") == _evidence_index(releases, "bar")
 
 
@@ -447,12 +451,12 @@ def test_the_diff_worker_hashes_and_packs_what_its_commits_bring_until_the_walks
     def worker(claimed: int | None = None) -> tuple[dict[str, Any], dict[str, str], PackWriter]:
         pack = PackWriter(tmp_path / f"pack{claimed}", "k")
         pack.folder.mkdir()
-        work = _BlobWork({sha1_of(states[10]): ["known"]}, pack, {})
+        work = BlobWork({sha1_of(states[10]): ["known"]}, pack, {})
         if claimed is not None:
             work.claimed.value = claimed
-        made = list(_commit_changes(gitrepo.path, gitrepo.tags(), [], gitrepo.ref_tips(), work))
-        got = [c for c in made if isinstance(c, _CommitChanges)]
-        assert isinstance(made[0], _Trees) and len(got) == len(made) - 1  # the tree diffs first
+        made = list(commit_changes(gitrepo.path, gitrepo.tags(), [], gitrepo.ref_tips(), work))
+        got = [c for c in made if isinstance(c, CommitChanges)]
+        assert isinstance(made[0], Trees) and len(got) == len(made) - 1  # the tree diffs first
         hashed = {blob: (digests, where) for c in got for blob, digests, where, _ in c.blobs}
         return hashed, {blob: path for c in got for blob, path in c.missing}, pack
 
@@ -482,11 +486,11 @@ def test_blobs_hashed_by_the_worker_or_the_walk_make_one_database(tmp_path: Path
     # hashes every blob)
     repo, states = _states_repo(tmp_path)
     db, releases = aws
-    forked = ingest_git(GitRepo(str(repo / ".git")), "foo", db, releases, GitIngestOptions(history=True))
+    forked = ingest(repo, "foo", aws, GitIngestOptions(history=True))
     cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(cpus)})
     try:
-        inline = ingest_git(GitRepo(str(repo / ".git")), "bar", db, releases, GitIngestOptions(history=True))
+        inline = ingest(repo, "bar", aws, GitIngestOptions(history=True))
     finally:
         os.sched_setaffinity(0, cpus)
     # Then each distinct blob was hashed once, the lacking one is named with its path, both ways

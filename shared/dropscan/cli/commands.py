@@ -245,6 +245,7 @@ def cmd_ingest_git(a: argparse.Namespace) -> int:
 
     from dropscan.git.repo import GitReadError, GitRepo
     from dropscan.stages.ingest_git import GitIngestOptions, ingest_git, start_diff_worker
+    from dropscan.store.content import ContentStore
     from dropscan.store.releases import Releases
 
     try:
@@ -273,7 +274,10 @@ def cmd_ingest_git(a: argparse.Namespace) -> int:
     try:
         with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
             releases = Releases(client.s3, client.names.upstream_bucket)
-            report = ingest_git(repo, a.package, client.db, releases, options, progress=say, worker=worker)
+            content = ContentStore(client.s3, client.names.upstream_bucket)
+            report = ingest_git(
+                repo, a.package, client.db, releases, content, options, progress=say, worker=worker
+            )
             # nothing new: the saved database is already this one (saving it again took seconds)
             client.changed = bool(
                 report["items_written"]
