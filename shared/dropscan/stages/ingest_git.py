@@ -38,7 +38,8 @@ from dropscan.models import FileDigests, Release, Trust, VersionRange, version_k
 from dropscan.store.content import ContentStore, Location, PackWriter, hunk_shard, path_shard
 from dropscan.store.releases import Releases
 from dropscan.store.services import Services
-from dropscan.store.upstream import Contribution, UpstreamDB, contributions_of
+from dropscan.store.upstream import UpstreamDB
+from dropscan.upstream_rules import Contribution, contributions_of
 
 logger = Logger(service="dropscan", child=True)
 
