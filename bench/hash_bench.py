@@ -150,7 +150,7 @@ def bench_flow(upstream: tuple[str, str, Path], drop: Path, lookup_keys: int) ->
     from dropscan.keys import release_report_key
     from dropscan.local.embedded import embedded
     from dropscan.store.batch import BatchTable
-    from dropscan.store.upstream import LOOKUP_PROJECTION
+    from dropscan.store.upstream_items import LOOKUP_PROJECTION
 
     pkg, ver, archive = upstream
     with open(os.devnull, "w") as log, embedded(log_stream=log) as es:

@@ -38,7 +38,8 @@ from moto import mock_aws
 
 from dropscan.audit.components import identify, resolve_component
 from dropscan.models import FileDigests, PackageInfo, Release, Trust, VersionRange
-from dropscan.store.upstream import PACKAGES_PER_ITEM, UpstreamDB, contributions_of
+from dropscan.store.upstream import UpstreamDB
+from dropscan.upstream_rules import PACKAGES_PER_ITEM, contributions_of
 
 FILES = 80_000
 STEP = 300  # files changed from one release to the next

@@ -15,7 +15,8 @@ from dropscan.local.moto_table import MotoBatchTable, moto_items
 from dropscan.local.stack import REGION
 from dropscan.models import FileDigests, VersionRange
 from dropscan.store.dump import _scan_items
-from dropscan.store.upstream import UpstreamDB, contributions_of
+from dropscan.store.upstream import UpstreamDB
+from dropscan.upstream_rules import contributions_of
 
 from helpers.tables import create_table
 

@@ -20,15 +20,8 @@ from moto import mock_aws
 from dropscan.archive import ArchiveReadError
 from dropscan.models import DigestInfo, FileDigests, Trust, VersionRange, earlier_provenance
 from dropscan.store.lease import WRITER_LEASE, LeaseBusy, LeaseLost, WriterLease
-from dropscan.store.upstream import (
-    FORMS,
-    PACKAGES_PER_ITEM,
-    UpstreamDB,
-    _layout,
-    contributions_of,
-    info_of,
-    shard_of,
-)
+from dropscan.store.upstream import UpstreamDB
+from dropscan.upstream_rules import FORMS, PACKAGES_PER_ITEM, contributions_of, info_of, layout, shard_of
 
 from helpers.tables import create_table
 
@@ -395,7 +388,7 @@ def test_an_items_layout_reads_back_as_what_was_merged(
     forms: frozenset[str], ranges: dict[str, tuple[str, str]], more: dict[str, str]
 ) -> None:
     info = DigestInfo(forms, {p: VersionRange(lo, hi) for p, (lo, hi) in ranges.items()})
-    values = [json.loads(v) for v in _layout(A, info, more, [])]
+    values = [json.loads(v) for v in layout(A, info, more, [])]
     assert len(values) == 1 + (len(ranges) - 1) // PACKAGES_PER_ITEM
     assert all(len(v["p"]) <= PACKAGES_PER_ITEM for v in values)
     back = info_of(values[0], values[1:])

@@ -38,7 +38,8 @@ from dropscan.store.content import ContentStore, Location, PackWriter
 from dropscan.store.evidence_shards import merge_hunks, merge_revisions
 from dropscan.store.releases import Releases
 from dropscan.store.services import Services
-from dropscan.store.upstream import Contribution, UpstreamDB, contributions_of
+from dropscan.store.upstream import UpstreamDB
+from dropscan.upstream_rules import Contribution, contributions_of
 
 logger = Logger(service="dropscan", child=True)
 

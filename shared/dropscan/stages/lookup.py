@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from dropscan.chunks import lookup_keys
 from dropscan.keys import ROOT, chunk_tag, work_key
 from dropscan.models import FileRecord, info_to_json
-from dropscan.stages.chunking import finalize_if_complete, lookup_keys
 from dropscan.store.services import Services
 
 
@@ -26,7 +26,8 @@ def lookup_chunk(svc: Services, message: dict[str, Any]) -> None:
         "seconds": time.perf_counter() - started,
     }
     svc.work.put_json(work_key(scan_id, "results", seq, part), result)
-    finalize_if_complete(svc, scan_id, svc.scans.chunk_done(scan_id, chunk_tag(part, seq)))
+    if svc.scans.chunk_done(scan_id, chunk_tag(part, seq)):  # the scan's last chunk: hand it on
+        svc.work.send_finalize(scan_id)
 
 
 def chunk_body(svc: Services, message: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:

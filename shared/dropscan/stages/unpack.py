@@ -23,8 +23,8 @@ from dropscan.archive import ArchiveReadError, LimitExceeded, Nested, Progress, 
 from dropscan.archive.inflate import PlainStream, plain_stream
 from dropscan.archive.zipsplit import Terminated, plan
 from dropscan.keys import ROOT, next_segment, parse_drop_key, scan_id_for, segment
-from dropscan.models import FileRecord, Upload
-from dropscan.stages.chunking import ChunkSender, PartSender, finalize_if_complete, open_part
+from dropscan.models import FileRecord, Scan, Upload
+from dropscan.stages.unpack_send import ChunkSender, PartSender, open_part
 from dropscan.store.idempotency import once
 from dropscan.store.objects import StoredObject
 from dropscan.store.services import Services
@@ -38,6 +38,20 @@ class _Outcome:
 
     status: str = "scanning"
     reason: str | None = None
+
+
+@dataclass(frozen=True)
+class _Walked:
+    """What a part's walk tells the scan item as the part closes (see ``ScanStore.close_part``)."""
+
+    chunks: int = 0
+    unpacked: int = 0
+    members: int = 0
+    seconds: float | None = None
+    size: int | None = None
+    sha256: str | None = None
+    reason: str | None = None
+    status: str | None = None
 
 
 class HashingReader:
@@ -92,16 +106,16 @@ def _unpack_object(*, svc: Services, obj: StoredObject, identity: dict[str, str]
         return None
     logger.append_keys(scan_id=scan_id, supplier=upload.supplier)
     if parsed is None or obj.size == 0:
-        _reject_upload(svc, scan_id, obj, parsed is not None)
-        return scan_id
-    source = {
-        "bucket": obj.bucket,
-        "key": obj.key,
-        "version_id": obj.version_id,
-        "name": parsed[1].rsplit("/", 1)[-1],
-    }
-    if not _split_zip(svc, scan_id, source, obj.size):
-        _hash_into_chunks(svc, scan_id, source)
+        walked = _rejected(obj, parsed is not None)
+    else:
+        source = {
+            "bucket": obj.bucket,
+            "key": obj.key,
+            "version_id": obj.version_id,
+            "name": parsed[1].rsplit("/", 1)[-1],
+        }
+        walked = _split_zip(svc, scan_id, source, obj.size) or _hash_into_chunks(svc, scan_id, source)
+    _close(svc, scan_id, ROOT, walked)
     return scan_id
 
 
@@ -112,44 +126,61 @@ def _redo(svc: Services, scan_id: str) -> bool:
         return False
     if not scan.part_closed(ROOT):
         return True
-    # the earlier attempt may have died before triggering finalize
-    finalize_if_complete(svc, scan_id, scan.is_complete())
+    _close(svc, scan_id, ROOT, scan)
     return False
 
 
-def _reject_upload(svc: Services, scan_id: str, obj: StoredObject, under_drops: bool) -> None:
+def _close(svc: Services, scan_id: str, part: str, walked: _Walked | Scan) -> None:
+    """Close ``part`` in the scan item with what its walk found, and hand the scan to finalize if that
+    update completed it. Given the scan instead (the part was closed by an earlier run, which may have
+    died before handing it on): hand it on if it is complete."""
+    if isinstance(walked, Scan):
+        complete = walked.is_complete()
+    else:
+        complete = svc.scans.close_part(
+            scan_id,
+            part,
+            walked.chunks,
+            unpacked=walked.unpacked,
+            members=walked.members,
+            seconds=walked.seconds,
+            size=walked.size,
+            sha256=walked.sha256,
+            reason=walked.reason,
+            status=walked.status,
+        )
+    if complete:
+        svc.work.send_finalize(scan_id)
+
+
+def _rejected(obj: StoredObject, under_drops: bool) -> _Walked:
     """An empty upload, or one outside ``drops/<supplier>/``: the scan ends rejected, with no files."""
     why = "empty upload" if under_drops else f"upload key {obj.key!r} is not under drops/<supplier>/<name>"
     sha = hashlib.sha256().hexdigest() if not obj.size else ""
-    done = svc.scans.set_total(scan_id, 0, size=obj.size, sha256=sha, reason=why, status="rejected")
-    finalize_if_complete(svc, scan_id, done)
+    return _Walked(size=obj.size, sha256=sha, reason=why, status="rejected")
 
 
-def _split_zip(svc: Services, scan_id: str, source: dict[str, Any], size: int) -> bool:
-    """Hand the ranges of a big zip upload to parts of their own; False if it is not one to split.
+def _split_zip(svc: Services, scan_id: str, source: dict[str, Any], size: int) -> _Walked | None:
+    """Hand the ranges of a big zip upload to parts of their own; None if it is not one to split.
 
     This invocation then reads the upload once, whole, for its size and SHA-256 (no member is walked
-    here), and closes the root part with no chunks of its own.
+    here): what the root part closes with, no chunks of its own.
     """
     part_bytes = svc.settings.zip_part_mib << 20
     if not svc.work.fans_out or not part_bytes or size <= part_bytes:
-        return False
+        return None
     started = time.perf_counter()
     view = svc.objects.ranged(source["bucket"], source["key"], source["version_id"], size)
     ranges = plan(view, part_bytes)
     if ranges is None or len(ranges) < 2:
-        return False
+        return None
     for zip_range in ranges:
         part = segment(ROOT, zip_range.index)
         open_part(svc, {"scan_id": scan_id, "part": part, "source": source, "range": zip_range.to_json()})
     raw = HashingReader(svc.objects.open(source["bucket"], source["key"], source["version_id"]))
     raw.drain()
-    done = svc.scans.close_part(
-        scan_id, ROOT, 0, seconds=time.perf_counter() - started, size=raw.size, sha256=raw.hexdigest()
-    )
-    finalize_if_complete(svc, scan_id, done)
     logger.info("split zip", extra={"parts": len(ranges), "bytes": raw.size, "reads": view.requests})
-    return True
+    return _Walked(seconds=time.perf_counter() - started, size=raw.size, sha256=raw.hexdigest())
 
 
 def _skip(stream: Any, count: int) -> None:
@@ -187,8 +218,9 @@ def _hash_into_chunks(
     part: str = ROOT,
     resume: dict[str, Any] | None = None,
     zip_range: dict[str, Any] | None = None,
-) -> None:
-    """Stream the upload (or, ``resume``, the rest of it) through the walker into chunks; count them.
+) -> _Walked:
+    """Stream the upload (or, ``resume``, the rest of it) through the walker into chunks; returns what
+    the part closes with (its chunks counted).
 
     A resumed segment reads the upload from its start again: it decompresses and drops what earlier
     segments walked (nothing hashed but the upload's own SHA-256), so that the segment that gets to
@@ -237,9 +269,9 @@ def _hash_into_chunks(
     handed = parts.handed if parts else 0
     if part == ROOT and sender.files == 0 and not handed and not stopped and outcome.status == "scanning":
         outcome = _Outcome("rejected", "archive holds no files")
-    done = svc.scans.close_part(
-        scan_id,
-        part,
+    extra = {"files": sender.files, "chunks": sender.chunks, "bytes": raw.size, "parts": handed}
+    logger.info("unpacked", extra={**extra, "stopped": stopped})
+    return _Walked(
         sender.chunks,
         unpacked=progress.total - spent.total,
         members=progress.members - spent.members,
@@ -250,9 +282,6 @@ def _hash_into_chunks(
         reason=outcome.reason,
         status=outcome.status,
     )
-    finalize_if_complete(svc, scan_id, done)
-    extra = {"files": sender.files, "chunks": sender.chunks, "bytes": raw.size, "parts": handed}
-    logger.info("unpacked", extra={**extra, "stopped": stopped})
 
 
 def _resume_later(
@@ -280,20 +309,20 @@ def unpack_part(svc: Services, message: dict[str, Any]) -> str | None:
     if scan is None or scan.finalized_at is not None:
         return None
     if scan.part_closed(part):  # a redelivered part message
-        # the earlier run may have died before triggering finalize
-        finalize_if_complete(svc, scan_id, scan.is_complete())
+        _close(svc, scan_id, part, scan)
         return None
     logger.append_keys(scan_id=scan_id, part=part)
     if "resume" in message:  # the upload's walk, resumed where an earlier invocation stopped it
-        _hash_into_chunks(svc, scan_id, message["source"], part, resume=message["resume"])
+        walked = _hash_into_chunks(svc, scan_id, message["source"], part, resume=message["resume"])
     elif "range" in message:  # members of a zip upload, a range of its central directory
-        _hash_into_chunks(svc, scan_id, message["source"], part, zip_range=message["range"])
+        walked = _hash_into_chunks(svc, scan_id, message["source"], part, zip_range=message["range"])
     else:
-        _unpack_nested(svc, scan_id, part, message)
+        walked = _unpack_nested(svc, scan_id, part, message)
+    _close(svc, scan_id, part, walked)
     return part
 
 
-def _unpack_nested(svc: Services, scan_id: str, part: str, message: dict[str, Any]) -> None:
+def _unpack_nested(svc: Services, scan_id: str, part: str, message: dict[str, Any]) -> _Walked:
     """A nested archive, from its spooled copy: its members into chunks, its own nested archives on."""
     started = time.perf_counter()
     spent = Progress(*message["spent"])
@@ -325,9 +354,8 @@ def _unpack_nested(svc: Services, scan_id: str, part: str, message: dict[str, An
     sender.flush()
     if parts is not None and not outcome.status and not (whole and sender.files == 1):
         parts.release()  # it unpacked: its own nested archives are parts of the scan too
-    done = svc.scans.close_part(
-        scan_id,
-        part,
+    logger.info("unpacked part", extra={"files": sender.files, "chunks": sender.chunks})
+    return _Walked(
         sender.chunks,
         unpacked=progress.total - spent.total,
         members=progress.members - spent.members,
@@ -335,5 +363,3 @@ def _unpack_nested(svc: Services, scan_id: str, part: str, message: dict[str, An
         reason=outcome.reason,
         status=outcome.status or None,
     )
-    finalize_if_complete(svc, scan_id, done)
-    logger.info("unpacked part", extra={"files": sender.files, "chunks": sender.chunks})

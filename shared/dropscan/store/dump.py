@@ -26,7 +26,9 @@ from dropscan import __version__
 from dropscan.keys import manifest_key
 from dropscan.models import DigestInfo, PackageInfo, Release, Trust, VersionRange
 from dropscan.store.releases import Releases, load_release, save_release
-from dropscan.store.upstream import Contribution, UpstreamDB, effective, head_of, stored_of
+from dropscan.store.upstream import UpstreamDB
+from dropscan.store.upstream_items import head_of
+from dropscan.upstream_rules import Contribution, effective, stored_of
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -1,145 +1,44 @@
 """The upstream-hash database: digest items and package items in one DynamoDB table.
 
-A digest item (``pk`` = hex SHA-256) says which normalised forms produced the digest (``raw``, ``kw``,
-``ws``) and, per package, the lowest and highest release holding it and, for a package ingested from
-git with its history, where the content comes from (``h``: first commit, date, subject, paths, first
-release tag). It keeps all that in one JSON string attribute ``v`` beside its key (moto's response
-serializer costs per attribute value: one value reads 2-3 times as fast as a nested map). The earlier
-layout (``forms`` set + ``pkgs`` map) is still read, and rewritten whenever a merge touches it.
+What the items say and how merges widen them are the pure rules of :mod:`dropscan.upstream_rules`; the
+items as DynamoDB holds them are :mod:`dropscan.store.upstream_items`; merges shard by shard under the
+shards' writer leases are :mod:`dropscan.store.upstream_merge`. This module is what the stages ask of
+the table: lookups, package items, and releases written in open or closed mode.
 
-**Bounded items.** A digest item holds at most :data:`PACKAGES_PER_ITEM` packages; the others go to
-overflow items ``<digest>#1``, ``<digest>#2`` ... of as many each, and the head counts them (``o``). An
-item is thus at most about 6 KB however many packages share the content (the empty file, a licence
-text); a lookup reads the overflow items of the few heads that have any.
-
-**Shard leases.** Merging is read, widen, write: two writers merging the same digest at once (two
-packages share their licence texts) would each write back what they read plus their own range, and one
-would be lost. BatchWriteItem takes no conditions, and per-item conditional writes run at a twelfth of
-its rate on moto (129 puts/s against 1,580 items/s, measured here), so the digest items are split in
-:data:`SHARDS` shards by their first byte, and a merge holds one shard's lease (``lease#digests#<n>``)
-while it reads, widens and writes that shard's items, then lets it go: no lease is held for a whole
-release, merges of many releases at once interleave shard by shard, and lookups never wait.
-
-**Open ranges.** A package's range on a digest can be *open* (stored ``[lo, hi, 1]``, or ``[lo, 1]``
-when lo = hi): its effective upper end is the later of ``hi`` and the package item's ``open_release``.
-An archive release ingested above the package's open release, while the package lease is free, merges
-its digests open and closes only the digests of the open release that it lacks (:meth:`UpstreamDB.
-write_release`): releases ingested one at a time in version order then write about their new and
-departed digests instead of their whole content. Readers (:meth:`UpstreamDB.lookup`, dumps) only ever
-see effective, closed ranges.
+**Open ranges.** A package's range on a digest can be *open*: its effective upper end is the later of
+``hi`` and the package item's ``open_release``. An archive release ingested above the package's open
+release, while the package lease is free, merges its digests open and closes only the digests of the
+open release that it lacks (:meth:`UpstreamDB.write_release`): releases ingested one at a time in
+version order then write about their new and departed digests instead of their whole content. Readers
+(:meth:`UpstreamDB.lookup`, dumps) only ever see effective, closed ranges.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-import orjson
-from pynamodb.attributes import JSONAttribute, MapAttribute, UnicodeAttribute, UnicodeSetAttribute
-from pynamodb.models import Model
-
-from dropscan.models import (
-    DigestInfo,
-    FileDigests,
-    PackageInfo,
-    Provenance,
-    Trust,
-    VersionRange,
-    earlier_provenance,
-    info_from_json,
-    info_to_json,
-    version_key,
-)
+from dropscan.models import DigestInfo, FileDigests, PackageInfo, Trust, VersionRange
 from dropscan.store.batch import BatchTable, CallStats
-from dropscan.store.lease import WRITER_LEASE, LeaseBusy, LeaseLost, WriterLease
+from dropscan.store.lease import LeaseLost, WriterLease
+from dropscan.store.upstream_items import OPEN_PROJECTION, head_of, package_from_raw, read_digests
+from dropscan.store.upstream_merge import ShardMerge
+from dropscan.upstream_rules import (
+    PACKAGE_INDEX,
+    PACKAGE_PREFIX,
+    Contribution,
+    Digests,
+    contributions_of,
+    opened_release,
+    opened_releases,
+    opens_above,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-PACKAGE_PREFIX = "package#"
-# one item naming every package, so that listing them reads two items rather than scanning the table
-PACKAGE_INDEX = "packages"
-FORMS = ("raw", "kw", "ws")
-
-
-class DigestItem(Model):
-    class Meta:
-        table_name = "upstream"  # never used for I/O: batches go through BatchTable
-
-    pk = UnicodeAttribute(hash_key=True)
-    # {"f": [forms], "p": {package: [lo] or [lo, hi]}, "kw"/"ws": digest where a raw file's differs}
-    v = JSONAttribute(null=True)
-    # the earlier layout, read but no longer written
-    forms = UnicodeSetAttribute(null=True)
-    pkgs = MapAttribute[str, Any](null=True)  # package -> {"lo": version, "hi": version}
-
-
-class PackageItem(Model):
-    class Meta:
-        table_name = "upstream"
-
-    pk = UnicodeAttribute(hash_key=True)
-    name = UnicodeAttribute()
-    trust = UnicodeAttribute(default=Trust.HIGH.value)
-    versions = UnicodeSetAttribute(null=True)
-    # the release whose digests hold open ranges (see the module's docstring); only ever raised
-    open_release = UnicodeAttribute(null=True)
-
-
-def digest_from_raw(raw: dict[str, Any]) -> tuple[str, DigestInfo, bool]:
-    """(digest, info, whether the item is in the current layout) of a raw digest item.
-
-    A lookup asks for ``v`` alone (see :data:`LOOKUP_PROJECTION`), so the digest is read from it;
-    KeyError when the item holds its digest nowhere (``pk`` not read, and ``v`` older than ``d``).
-    """
-    value = raw.get("v")
-    if value is not None:  # the hot path of every lookup: no model object per item
-        parsed = orjson.loads(value["S"])
-        digest = parsed["d"] if "d" in parsed else raw["pk"]["S"]
-        return digest, info_from_json(parsed), "d" in parsed
-    if "pk" not in raw:  # the earlier layout is only ever read whole
-        raise KeyError("pk")
-    item = DigestItem.from_raw_data(raw)
-    pkgs = item.pkgs.as_dict() if item.pkgs is not None else {}
-    return (
-        item.pk,
-        DigestInfo(
-            forms=frozenset(item.forms or ()),
-            packages={p: VersionRange(str(r["lo"]), str(r["hi"])) for p, r in pkgs.items()},
-        ),
-        False,
-    )
-
-
-#: what a lookup reads of a digest item: ``v``, which repeats the key, because moto's response
-#: serializer costs per attribute value (one instead of two: 8,700 keys/s instead of 6,000). ``forms``
-#: is there to see items of the earlier layout, which are then read again whole.
-LOOKUP_PROJECTION = {"ProjectionExpression": "#v, #f", "ExpressionAttributeNames": {"#v": "v", "#f": "forms"}}
-
-
-def _package_from_raw(raw: dict[str, Any]) -> PackageInfo:
-    item = PackageItem.from_raw_data(raw)
-    return PackageInfo(item.name, Trust(item.trust), tuple(sorted(item.versions or (), key=version_key)))
-
-
-#: what :meth:`UpstreamDB.open_releases` reads of a package item
-_OPEN_PROJECTION = {
-    "ProjectionExpression": "#n, #o",
-    "ExpressionAttributeNames": {"#n": "name", "#o": "open_release"},
-}
-
-#: packages a digest item holds before the next go to an overflow item
-PACKAGES_PER_ITEM = 16
-#: shards of the digest items, each with its writer lease
-SHARDS = 32
-#: an item that is not a digest item: it tells whether the table held no digest when merges began
-LAYOUT = "meta#layout"
-
-Digests = Mapping[str, tuple[set[str], Mapping[str, VersionRange]]]
 
 #: the lease of one package's open release: ``lease#package#<name>``
 PACKAGE_LEASE = "lease#package#"
@@ -159,268 +58,6 @@ class ReleaseWritten:
     items: int  # items written
     mode: OpenMode
     departed: int = 0  # digests of the open release it lacked, closed (open mode)
-
-
-@dataclass
-class Contribution:
-    """What one merge says of one digest: forms, release ranges, provenance, other forms' digests."""
-
-    forms: set[str] = field(default_factory=set)
-    ranges: dict[str, VersionRange] = field(default_factory=dict)
-    history: dict[str, Provenance] = field(default_factory=dict)
-    extra: dict[str, str] = field(default_factory=dict)  # "kw"/"ws" -> digest, where they differ
-    opened: set[str] = field(default_factory=set)  # packages whose range here is open (open mode)
-    # package -> the open release a digest it left was last in: its open range ends there
-    close: dict[str, str] = field(default_factory=dict)
-
-    def says_anything(self) -> bool:
-        """Whether it would make an item of a digest the table lacks (a close alone does not)."""
-        return bool(self.forms or self.ranges or self.history)
-
-    def add_range(self, package: str, rng: VersionRange) -> None:
-        prev = self.ranges.get(package)
-        self.ranges[package] = prev.widen(rng.lo).widen(rng.hi) if prev else rng
-
-    def add_history(self, package: str, prov: Provenance) -> None:
-        merged = earlier_provenance(self.history.get(package), prov)
-        if merged is not None:
-            self.history[package] = merged
-
-
-def release_entries(files: Iterable[FileDigests]) -> dict[str, dict[str, Any]]:
-    """digest -> {"forms": set, "kw": .., "ws": ..} for the files of one release."""
-    out: dict[str, dict[str, Any]] = {}
-    for f in files:
-        raw = out.setdefault(f.sha256, {"forms": set()})
-        raw["forms"].add("raw")
-        if f.kw != f.sha256:
-            raw["kw"] = f.kw
-        if f.ws != f.sha256:
-            raw["ws"] = f.ws
-        out.setdefault(f.kw, {"forms": set()})["forms"].add("kw")
-        out.setdefault(f.ws, {"forms": set()})["forms"].add("ws")
-    return out
-
-
-def contributions_of(
-    files: Iterable[FileDigests],
-    package: str,
-    rng: VersionRange | None,
-    into: dict[str, Contribution] | None = None,
-    history: Provenance | None = None,
-) -> dict[str, Contribution]:
-    """The contributions of ``files`` of ``package`` (in ``rng``; None: its history only), added to
-    ``into``; ``history`` is the provenance of the raw digests."""
-    out = into if into is not None else {}
-    for f in files:
-        for digest, form in ((f.sha256, "raw"), (f.kw, "kw"), (f.ws, "ws")):
-            c = out.get(digest)
-            if c is None:
-                c = out[digest] = Contribution()
-            c.forms.add(form)
-            if rng is not None:
-                c.add_range(package, rng)
-            if form == "raw":
-                if f.kw != f.sha256:
-                    c.extra["kw"] = f.kw
-                if f.ws != f.sha256:
-                    c.extra["ws"] = f.ws
-            if history is not None:  # a normal form carries its raw file's provenance
-                c.add_history(package, history)
-    return out
-
-
-def shard_of(digest: str) -> int:
-    try:
-        return int(digest[:2], 16) % SHARDS
-    except ValueError:  # not hex: keys of other items never come here, but a bad digest must not crash
-        return sum(digest.encode()) % SHARDS
-
-
-@dataclass
-class _Stored:
-    """A digest as stored: its head and overflow items' values, and what it knows merged."""
-
-    head: dict[str, Any] | None  # the head's parsed ``v`` (None: absent)
-    pages: list[dict[str, Any]]  # the overflow items' parsed ``v``, in order
-    current: bool  # in the current layout (else rewritten on the next merge)
-
-    def info(self, open_releases: Mapping[str, str] | None = None) -> DigestInfo:
-        return info_of(self.head or {}, self.pages, open_releases)
-
-    def stored(self) -> tuple[DigestInfo, set[str]]:
-        return stored_of(self.head or {}, self.pages)
-
-    def open_packages(self) -> set[str]:
-        """Packages with an open range on this digest (cheap: no range is parsed otherwise)."""
-        return {
-            p
-            for value in (self.head or {}, *self.pages)
-            for p, r in value.get("p", {}).items()
-            if r and not isinstance(r[-1], str)
-        }
-
-
-#: the last element of an open range as stored (``[lo, hi, 1]``); a closed one is ``[lo]`` or ``[lo, hi]``
-OPEN = 1
-
-
-def parse_range(stored: list[Any]) -> tuple[VersionRange, bool]:
-    """(stored range, whether it is open) of a range as an item holds it (non-empty)."""
-    is_open = not isinstance(stored[-1], str)
-    versions = stored[:-1] if is_open else stored
-    return VersionRange(versions[0], versions[-1]), is_open
-
-
-def range_value(rng: VersionRange, is_open: bool) -> list[Any]:
-    return [*rng.as_list(), OPEN] if is_open else rng.as_list()
-
-
-def _later(a: str, b: str) -> str:
-    return max(a, b, key=version_key)
-
-
-def stored_of(head: Mapping[str, Any], pages: Iterable[Mapping[str, Any]]) -> tuple[DigestInfo, set[str]]:
-    """(the digest's info as stored, its packages with an open range): what merges work on."""
-    ranges: dict[str, VersionRange] = {}
-    opened: set[str] = set()
-    history: dict[str, Provenance] = {}
-    for value in (head, *pages):
-        for p, r in value.get("p", {}).items():
-            if r:
-                ranges[p], is_open = parse_range(r)
-                if is_open:
-                    opened.add(p)
-        history.update(value.get("h") or {})
-    return DigestInfo(frozenset(head.get("f", ())), ranges, history), opened
-
-
-def effective(info: DigestInfo, opened: Iterable[str], open_releases: Mapping[str, str]) -> DigestInfo:
-    """``info`` with each open range ended at the later of its ``hi`` and its package's open release."""
-    ranges = dict(info.packages)
-    for p in opened:
-        top = open_releases.get(p)
-        if top is not None and p in ranges:
-            ranges[p] = VersionRange(ranges[p].lo, _later(ranges[p].hi, top))
-    return DigestInfo(info.forms, ranges, info.history)
-
-
-def info_of(
-    head: Mapping[str, Any],
-    pages: Iterable[Mapping[str, Any]],
-    open_releases: Mapping[str, str] | None = None,
-) -> DigestInfo:
-    """What readers see of a digest: closed, effective ranges (``open_releases``: package -> its open
-    release; an open range of a package without one ends at its ``hi``)."""
-    info, opened = stored_of(head, pages)
-    return effective(info, opened, open_releases or {}) if opened else info
-
-
-def _merged_range(
-    prev: VersionRange, was_open: bool, rng: VersionRange, opens: bool, top: str | None
-) -> tuple[VersionRange, bool]:
-    """A stored range widened by a contribution (``opens``: made in open mode; ``top``: the package's
-    open release as the merge knows it, which only ever rises, so a stale one is merely cautious)."""
-    if opens:
-        if was_open and version_key(prev.lo) <= version_key(rng.lo):
-            return prev, True  # its upper end follows the open release: nothing to write
-        return prev.widen(rng.lo).widen(rng.hi), True
-    if was_open:
-        # closed onto open: ``hi`` need not rise to a version the open release already covers (a
-        # re-ingest of the open release writes nothing); the close later takes ``hi`` to that release
-        ceiling = prev.hi if top is None else _later(prev.hi, top)
-        hi = prev.hi if version_key(rng.hi) <= version_key(ceiling) else _later(prev.hi, rng.hi)
-        lo = min(prev.lo, rng.lo, key=version_key)
-        return VersionRange(lo, hi), True
-    return prev.widen(rng.lo).widen(rng.hi), False
-
-
-def _merged(
-    old: DigestInfo | None,
-    old_open: set[str],
-    new: Contribution,
-    open_releases: Mapping[str, str] | None = None,
-) -> tuple[DigestInfo, set[str]]:
-    forms = set(new.forms) | set(old.forms if old else ())
-    ranges = dict(old.packages) if old else {}
-    opened = set(old_open)
-    for pkg, rng in new.ranges.items():
-        prev = ranges.get(pkg)
-        if prev is None:
-            ranges[pkg] = rng
-            if pkg in new.opened:
-                opened.add(pkg)
-            continue
-        top = (open_releases or {}).get(pkg)
-        ranges[pkg], is_open = _merged_range(prev, pkg in opened, rng, pkg in new.opened, top)
-        if is_open:
-            opened.add(pkg)
-    for pkg, at in new.close.items():
-        if pkg in opened and pkg in ranges:  # it left the open release: its range ends there
-            opened.discard(pkg)
-            ranges[pkg] = VersionRange(ranges[pkg].lo, _later(ranges[pkg].hi, at))
-    history = {p: dict(h) for p, h in (old.history if old else {}).items()}
-    for pkg, prov in new.history.items():
-        merged = earlier_provenance(history.get(pkg), prov)
-        if merged is not None:
-            history[pkg] = dict(merged)
-    return DigestInfo(frozenset(forms), ranges, history), opened
-
-
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
-def _layout(
-    digest: str,
-    info: DigestInfo,
-    extra: Mapping[str, str],
-    old_order: list[str],
-    opened: Iterable[str] = (),
-) -> list[str]:
-    """The item values (head first) of ``info`` (``opened``: packages whose range is open): packages
-    keep the item they were in (``old_order``, head's then each page's), new ones fill the head, then
-    the pages, :data:`PACKAGES_PER_ITEM` each."""
-    opened = set(opened)
-    names = sorted(info.names)
-    known = [n for n in old_order if n in info.names]
-    order = known + [n for n in names if n not in set(known)]
-    groups = [order[i : i + PACKAGES_PER_ITEM] for i in range(0, len(order), PACKAGES_PER_ITEM)] or [[]]
-
-    def part(group: list[str]) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "p": {p: range_value(info.packages[p], p in opened) for p in sorted(group) if p in info.packages}
-        }
-        hist = {p: dict(info.history[p]) for p in sorted(group) if p in info.history}
-        if hist:
-            out["h"] = hist
-        return out
-
-    head = {"d": digest, "f": sorted(info.forms), **part(groups[0]), **dict(sorted(extra.items()))}
-    if len(groups) > 1:
-        head["o"] = len(groups) - 1
-    return [_dumps(head)] + [_dumps({"d": digest, **part(g)}) for g in groups[1:]]
-
-
-def _order_of(stored: _Stored | None) -> list[str]:
-    if stored is None or stored.head is None:
-        return []
-    out: list[str] = []
-    for value in (stored.head, *stored.pages):
-        out.extend(sorted(set(value.get("p", {})) | set(value.get("h") or {})))
-    return out
-
-
-def head_of(raw: dict[str, Any]) -> tuple[str, dict[str, Any], bool]:
-    """(digest, head value as the current layout writes it, whether the item is in that layout)."""
-    digest, info, current = digest_from_raw(raw)
-    value = orjson.loads(raw["v"]["S"]) if "v" in raw else info_to_json(info)
-    value["d"] = digest
-    return digest, value, current
-
-
-def _not_a_digest(key: str) -> bool:
-    return key.startswith(("lease#", "meta#", PACKAGE_PREFIX)) or key == PACKAGE_INDEX
 
 
 class UpstreamDB:
@@ -450,9 +87,10 @@ class UpstreamDB:
             client, table, concurrency=concurrency, stats=stats, forked_reads=forked_reads
         )
         self.lease_s = lease_s
-        self.lease_wait_s = lease_wait_s
         self.clock = clock
-        self._born_empty: bool | None = None
+        self.merges = ShardMerge(
+            client, table, self.batch, lease_s=lease_s, lease_wait_s=lease_wait_s, clock=clock
+        )
 
     @property
     def stats(self) -> CallStats:
@@ -464,7 +102,7 @@ class UpstreamDB:
         effective ranges: the package items of the packages holding an open range are read once, after
         the digests (an open release read later is only ever later: a range may over-cover, never less).
         """
-        found = self._read(sorted(set(digests)), projected=True)
+        found = read_digests(self.batch, sorted(set(digests)), projected=True)
         opened = {p for st in found.values() for p in st.open_packages()}
         tops = self.open_releases(opened) if opened else {}
         return {d: st.info(tops) for d, st in found.items()}
@@ -473,32 +111,8 @@ class UpstreamDB:
         """package -> its open release, for those of the named packages that have one (one BatchGet
         per 100 names)."""
         keys = [{"pk": {"S": PACKAGE_PREFIX + n}} for n in sorted(set(names))]
-        raws = self.batch.get_many(keys, projection=_OPEN_PROJECTION)
+        raws = self.batch.get_many(keys, projection=OPEN_PROJECTION)
         return {r["name"]["S"]: r["open_release"]["S"] for r in raws if "open_release" in r}
-
-    def _read(self, digests: list[str], *, projected: bool = False) -> dict[str, _Stored]:
-        """The stored heads of ``digests`` and their overflow items (absent digests left out)."""
-        keys = [{"pk": {"S": d}} for d in digests]
-        heads: dict[str, _Stored] = {}
-        raws: list[dict[str, Any]] | None = None
-        if projected:
-            try:
-                raws = self.batch.get_many(keys, projection=LOOKUP_PROJECTION)
-                parsed = [(raw, head_of(raw)) for raw in raws]
-            except KeyError:  # a table written before ``v`` held the key: its items can only be read whole
-                raws = None
-        if raws is None:
-            parsed = [(raw, head_of(raw)) for raw in self.batch.get_many(keys)]
-        for _, (digest, head, current) in parsed:
-            heads[digest] = _Stored(head, [], current)
-        paged = {d: int(st.head.get("o", 0)) for d, st in heads.items() if st.head}
-        paged = {d: n for d, n in paged.items() if n}
-        if paged:
-            page_keys = [{"pk": {"S": f"{d}#{k}"}} for d, n in paged.items() for k in range(1, n + 1)]
-            found = {raw["pk"]["S"]: json.loads(raw["v"]["S"]) for raw in self.batch.get_many(page_keys)}
-            for d, n in paged.items():
-                heads[d].pages = [found[f"{d}#{k}"] for k in range(1, n + 1) if f"{d}#{k}" in found]
-        return heads
 
     def packages(self, names: Iterable[str] | None = None) -> dict[str, PackageInfo]:
         """Package items by name: the named ones, or all of them."""
@@ -506,7 +120,7 @@ class UpstreamDB:
             index = self.client.get_item(TableName=self.table, Key={"pk": {"S": PACKAGE_INDEX}}).get("Item")
             names = index["packages"]["SS"] if index else self._scan_package_names()
         raws = self.batch.get_many([{"pk": {"S": PACKAGE_PREFIX + n}} for n in sorted(set(names))])
-        infos = [_package_from_raw(r) for r in raws]
+        infos = [package_from_raw(r) for r in raws]
         return {p.name: p for p in infos}
 
     def _scan_package_names(self) -> list[str]:
@@ -583,15 +197,7 @@ class UpstreamDB:
         contributions = contributions_of(listed, package, VersionRange(version, version))
 
         def opening(top: str | None, held: set[str]) -> dict[str, Contribution]:
-            # only the files the open release does not hold: every digest (in every form) of a file it
-            # holds is open from a lower version already, so merging it again would read it to write
-            # nothing; reads, like writes, are then about the new and the departed digests
-            fresh = contributions_of(
-                [f for f in listed if f.sha256 not in held], package, VersionRange(version, version)
-            )
-            for c in fresh.values():
-                c.opened.add(package)
-            return fresh
+            return opened_release(listed, package, version, held)
 
         return self._write(package, version, contributions, listed, previous, opening)
 
@@ -613,32 +219,9 @@ class UpstreamDB:
         at that release, and ``newest`` becomes the open release: a later run's new tag writes about its
         changes, not every digest whose range it extends."""
         files = list(newest_files)
-        # the forms a file gives its own raw digest: a contribution saying more came from another file
-        own = {
-            f.sha256: {"raw"} | {k for k, d in (("kw", f.kw), ("ws", f.ws)) if d == f.sha256} for f in files
-        }
-        now = {d for f in files for d in (f.sha256, f.kw, f.ws)}
 
         def opening(top: str | None, held: set[str]) -> dict[str, Contribution]:
-            # the digests ``newest`` holds, opened; those its open release held from a lower version,
-            # with nothing else to say, left alone
-            fresh: dict[str, Contribution] = {}
-            for digest, c in contributions.items():
-                rng = c.ranges.get(package)
-                if (
-                    top is not None
-                    and digest in held
-                    and digest in now
-                    and rng is not None
-                    and version_key(rng.lo) > version_key(top)
-                    and not c.history
-                    and c.forms <= own.get(digest, set())
-                ):
-                    continue  # open from a release at or below the open one: nothing to say
-                if digest in now and rng is not None:
-                    c.opened.add(package)
-                fresh[digest] = c
-            return fresh
+            return opened_releases(contributions, package, top, held, files)
 
         return self._write(package, newest, contributions, files, previous, opening, on_shard)
 
@@ -666,8 +249,7 @@ class UpstreamDB:
         with lease.renewing():
             top, versions = self._package_state(package)
             tops = {package: top} if top is not None else {}
-            above = top is None and all(version_key(version) > version_key(v) for v in versions)
-            if not (above or (top is not None and version_key(version) > version_key(top))):
+            if not opens_above(version, top, versions):
                 closed = OpenMode.NOT_ABOVE
             elif (held := previous(top) if top is not None else ()) is None:
                 closed = OpenMode.NO_PATH_LIST  # the open release has no path list to close by
@@ -721,7 +303,7 @@ class UpstreamDB:
         """
         gone = sorted(held - raw_now)
         forms = set(gone)
-        for st in self._read(gone, projected=True).values():
+        for st in read_digests(self.batch, gone, projected=True).values():
             forms.update(str(st.head[k]) for k in ("kw", "ws") if st.head and k in st.head)
         return forms - now
 
@@ -779,122 +361,10 @@ class UpstreamDB:
         open_releases: Mapping[str, str] | None = None,
         guard: Callable[[], None] | None = None,
     ) -> int:
-        """Merge ``contributions`` shard by shard, each under its lease; returns the items written.
-
-        Shards another merge holds are passed over and come back later; a merge waits (sleeping) only
-        when every shard it still needs is taken, and gives up with LeaseBusy after ``lease_wait_s`` of
-        no progress. ``on_shard`` is told each shard as it is done (checkpoints, tests).
-        ``open_releases``: package -> open release, as far as the caller knows (a closed range merged
-        onto an open one then writes nothing that release covers); ``guard``: called before each page
-        is written (a package lease's check).
-        """
-        by_shard: dict[int, dict[str, Contribution]] = {}
-        for digest, c in contributions.items():
-            by_shard.setdefault(shard_of(digest), {})[digest] = c
-        pending = sorted(by_shard)
-        written = 0
-        waited_since: float | None = None
-        attempt = 0
-        while pending:
-            progressed = False
-            for shard in list(pending):
-                lease = WriterLease(
-                    self.client, self.table, self.lease_s, key=f"{WRITER_LEASE}#{shard}", clock=self.clock
-                )
-                if not lease.try_acquire():
-                    continue
-                with lease.renewing():
-                    written += self._merge_shard(lease, by_shard[shard], open_releases or {}, guard)
-                pending.remove(shard)
-                progressed = True
-                if on_shard is not None:
-                    on_shard(shard)
-            if not pending:
-                break
-            if progressed:
-                waited_since, attempt = None, 0
-                continue
-            now = time.monotonic()
-            waited_since = waited_since or now
-            if now - waited_since > self.lease_wait_s:
-                raise LeaseBusy(
-                    f"{len(pending)} shards of {self.table} stayed taken for {self.lease_wait_s:.0f} s"
-                )
-            time.sleep(min(1.0, 0.02 * 2**attempt))
-            attempt += 1
-        return written
-
-    def _merge_shard(
-        self,
-        lease: WriterLease,
-        contributions: Mapping[str, Contribution],
-        open_releases: Mapping[str, str],
-        guard: Callable[[], None] | None = None,
-    ) -> int:
-        """Read, widen and write one shard's digests under its lease; only the items that change."""
-        digests = sorted(contributions)
-        fresh = lease.fresh and self.born_empty()
-        stored = {} if fresh else self._read(digests)
-        changed: list[dict[str, Any]] = []
-        for digest in digests:
-            new = contributions[digest]
-            old = stored.get(digest)
-            if old is None and not new.says_anything():
-                continue  # a close of a digest the table lacks
-            old_info, old_open = old.stored() if old is not None else (None, set())
-            info, opened = _merged(old_info, old_open, new, open_releases)
-            extra: dict[str, str] = {
-                k: str(old.head[k]) for k in ("kw", "ws") if old is not None and old.head and k in old.head
-            }
-            extra.update(new.extra)
-            values = _layout(digest, info, extra, _order_of(old), opened)
-            before = (
-                [_dumps(old.head)] + [_dumps(p) for p in old.pages] if old is not None and old.head else []
-            )
-            if old is not None and old.current and values == before:
-                continue
-            keys = [digest] + [f"{digest}#{k}" for k in range(1, len(values))]
-            changed.extend({"pk": {"S": k}, "v": {"S": v}} for k, v in zip(keys, values, strict=True))
-
-        def check() -> None:
-            lease.check()
-            if guard is not None:
-                guard()
-
-        check()
-        if changed:
-            lease.mark_written()
-            self.batch.put_many(changed, before_page=check)
-        return len(changed)
-
-    def born_empty(self) -> bool:
-        """Whether the table held no digest item when merges began (recorded once, in :data:`LAYOUT`):
-        a shard whose lease never saw a write then holds nothing, and a merge into it reads nothing."""
-        if self._born_empty is None:
-            item = self.client.get_item(
-                TableName=self.table, Key={"pk": {"S": LAYOUT}}, ConsistentRead=True
-            ).get("Item")
-            if item is None:
-                resp = self.client.scan(TableName=self.table, Limit=50, ProjectionExpression="pk")
-                empty = "LastEvaluatedKey" not in resp and all(
-                    _not_a_digest(i["pk"]["S"]) for i in resp.get("Items", [])
-                )
-                try:
-                    self.client.put_item(
-                        TableName=self.table,
-                        Item={
-                            "pk": {"S": LAYOUT},
-                            "born_empty": {"BOOL": empty},
-                            "shards": {"N": str(SHARDS)},
-                        },
-                        ConditionExpression="attribute_not_exists(pk)",
-                    )
-                except self.client.exceptions.ConditionalCheckFailedException:
-                    item = self.client.get_item(
-                        TableName=self.table, Key={"pk": {"S": LAYOUT}}, ConsistentRead=True
-                    )["Item"]
-            self._born_empty = bool(item["born_empty"]["BOOL"]) if item is not None else empty
-        return self._born_empty
+        """Merge ``contributions`` shard by shard, each under its lease; returns the items written (see
+        :meth:`ShardMerge.merge`: ``on_shard`` is told each shard as it is done, ``open_releases`` is
+        package -> open release as far as the caller knows, ``guard`` is called before each page)."""
+        return self.merges.merge(contributions, on_shard=on_shard, open_releases=open_releases, guard=guard)
 
     def register(self, package: str, versions: str | Iterable[str], trust: Trust | None) -> None:
         """Record a version (or several, in one write) of ``package``; ``trust`` None keeps the
