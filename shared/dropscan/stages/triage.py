@@ -15,7 +15,7 @@ from dropscan import heap, reports
 from dropscan.archive import MAGIC_SPAN, compressor_of
 from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.archive.inflate import CODECS
-from dropscan.audit import decisions, delta, licenses, triage
+from dropscan.audit import decision_rules, delta, licenses, triage
 from dropscan.audit.manifest import to_json
 from dropscan.forked import Done, Forked, usable_cpus
 from dropscan.keys import manifest_key, report_keys
@@ -115,8 +115,8 @@ def _triage_into(
         )
     triage.apply(manifest, found)
     _evidence_into(svc, manifest, extracted, upstream)
-    decisions.reopen(manifest)  # a decision that did not see what the file now carries
-    decisions.settle(manifest)
+    decision_rules.reopen(manifest)  # a decision that did not see what the file now carries
+    decision_rules.settle(manifest)
     for f in manifest["files"]:
         if f["sha256"] in extracted.sha1:
             f["sha1"] = extracted.sha1[f["sha256"]]
