@@ -15,9 +15,10 @@ from dropscan import heap, reports
 from dropscan.archive import MAGIC_SPAN, compressor_of
 from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.archive.inflate import CODECS
-from dropscan.audit import decision_rules, delta, licenses, triage
+from dropscan.audit import decision_rules, delta, findings, licenses
 from dropscan.audit.manifest import to_json
-from dropscan.forked import Done, Forked, usable_cpus
+from dropscan.audit.triage_plan import assembly_plan, read_plan
+from dropscan.forked import Done, Forked, spread, usable_cpus
 from dropscan.keys import manifest_key, report_keys
 from dropscan.stages.evidence import Prefetched, add_evidence, prefetch
 from dropscan.store.scans import now
@@ -36,7 +37,7 @@ def triage_scan(
     message: dict[str, Any],
     *,
     manifest: dict[str, Any] | None = None,
-    parts: Sequence[triage.PartTriage] | None = None,
+    parts: Sequence[findings.PartTriage] | None = None,
 ) -> str | None:
     """Licences and red flags of the review set, the reports, then the manifest; returns its key.
 
@@ -73,7 +74,7 @@ def _write_reports(svc: Services, manifest: dict[str, Any], workers: int) -> Non
 
 
 def _triage_into(
-    svc: Services, manifest: dict[str, Any], workers: int, parts: Sequence[triage.PartTriage] | None = None
+    svc: Services, manifest: dict[str, Any], workers: int, parts: Sequence[findings.PartTriage] | None = None
 ) -> None:
     """Write the triage into the manifest; a triage that breaks is recorded, not retried forever.
 
@@ -90,17 +91,18 @@ def _triage_into(
 
     limits = svc.settings.triage_limits()
     # what one invocation reads, and how much of each file (assembling parts: what they did not read)
-    read = triage.read_plan(manifest, limits) if parts is None else triage.assembly_plan(manifest, limits)
+    read = read_plan(manifest, limits) if parts is None else assembly_plan(manifest, limits)
     try:
         extracted, detector = read_drop(
             svc, manifest, read.wanted, read.caps, workers, meanwhile=fetch_upstream
         )
-        found = triage.triage_manifest(
+        found = findings.triage_manifest(
             manifest,
             extracted.content,
             detector=detector,
             truncated=extracted.truncated,
             workers=workers,
+            spread=spread,
             limits=limits,
             read=read,
             releases=release_licences(svc, manifest),
@@ -110,10 +112,10 @@ def _triage_into(
         raise
     except Exception as e:  # errors are data: the manifest says triage did not finish
         logger.exception("triage failed", extra={"scan_id": manifest["scan_id"]})
-        found = triage.TriageReport(
+        found = findings.TriageReport(
             detector=svc.settings.triage_detector, error=f"{type(e).__name__}: {e}"[:300]
         )
-    triage.apply(manifest, found)
+    findings.apply(manifest, found)
     _evidence_into(svc, manifest, extracted, upstream)
     decision_rules.reopen(manifest)  # a decision that did not see what the file now carries
     decision_rules.settle(manifest)

@@ -17,9 +17,9 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from dropscan import heap
-from dropscan.audit import triage
-from dropscan.audit.triage_plan import Entry, cut, needs_parts, part_plan
-from dropscan.forked import usable_cpus
+from dropscan.audit import findings
+from dropscan.audit.triage_plan import Entry, cut, needs_parts, part_entries, part_plan, read_plan
+from dropscan.forked import spread, usable_cpus
 from dropscan.keys import manifest_key, work_key
 from dropscan.stages.triage import DropReadError, read_drop, triage_scan
 from dropscan.store.services import Services
@@ -53,12 +53,12 @@ def fan_out(svc: Services, manifest: dict[str, Any], message: dict[str, Any]) ->
     parts again, which count themselves once.
     """
     limits = svc.settings.triage_limits()
-    if not needs_parts(triage.read_plan(manifest, limits), limits):
+    if not needs_parts(read_plan(manifest, limits), limits):
         return False
     scan_id = manifest["scan_id"]
     if svc.work.exists(manifest_key(manifest["supplier"], scan_id)):
         return True  # a redelivery after the manifest was written: nothing left to do
-    parts = cut(triage.part_entries(manifest), limits)
+    parts = cut(part_entries(manifest), limits)
     if len(parts) < 2:
         return False
     metadata = manifest.get("source", {}).get("metadata") or {}
@@ -94,7 +94,7 @@ def run_part(svc: Services, message: dict[str, Any]) -> None:
     started = time.perf_counter()
     try:
         extracted, detector = read_drop(svc, planned, read.wanted, read.caps, workers)
-        found = triage.triage_part(
+        found = findings.triage_part(
             n,
             entries,
             extracted.content,
@@ -104,12 +104,13 @@ def run_part(svc: Services, message: dict[str, Any]) -> None:
             declared=planned["declared"],
             truncated=extracted.truncated,
             workers=workers,
+            spread=spread,
         )
     except (DropReadError, *AWS_ERRORS):
         raise
     except Exception as e:  # errors are data: the assembler records them in triage.error
         logger.exception("triage part failed", extra={"scan_id": scan_id, "part": n})
-        found = triage.PartTriage(n, error=f"{type(e).__name__}: {e}"[:300])
+        found = findings.PartTriage(n, error=f"{type(e).__name__}: {e}"[:300])
     found.seconds = time.perf_counter() - started
     svc.work.put_json(work_key(scan_id, RESULTS, n), found.to_json())
     complete = svc.scans.triage_part_done(scan_id, n)
@@ -128,7 +129,7 @@ def assemble(svc: Services, message: dict[str, Any], token: str) -> str | None:
         return None  # another assemble message holds it (a part redelivered after the set was complete)
     planned = svc.work.get_json(work_key(scan_id, PLAN, 0))
     parts = [
-        triage.PartTriage.from_json(svc.work.get_json(work_key(scan_id, RESULTS, n)))
+        findings.PartTriage.from_json(svc.work.get_json(work_key(scan_id, RESULTS, n)))
         for n in range(len(planned["parts"]))
     ]
     return triage_scan(svc, message, parts=parts)
