@@ -1,9 +1,9 @@
 """What triage finds in a review set: licences per file and red flags with file, line and evidence,
 from the files' bytes, and the report written into the manifest (:func:`apply`).
 
-Pure rules: the stage (dropscan.stages.triage) reads the bytes (dropscan.triage_plan says which) and
-hands in the way to spread detection over processes (``spread``: dropscan.forked.spread); nothing here
-forks, reads or writes.
+Pure rules: the stage (dropscan.stages.triage) reads the bytes (dropscan.audit.triage_plan says which)
+and hands in the way to spread detection over processes (``spread``: dropscan.forked.spread); nothing
+here forks, reads or writes.
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def triage_part(
         for digest, _, kind, _ in entries
         if digest in content and read.modes.get(digest, FULL) != NOT_READ
     ]
-    workers = worth_forking(workers, len(jobs), spread)
+    workers = _worth_forking(workers, len(jobs), spread)
     done = _triage_all(jobs, content, detector, time.monotonic() + limits.budget_seconds, workers, spread)
     out.results = dict(zip((digest for digest, _, _ in jobs), done, strict=True))
     for digest, _, kind, config in entries:
@@ -281,7 +281,7 @@ def triage_manifest(
             for digest, kind in kinds.items()
             if digest in content and read.modes.get(digest, FULL) != NOT_READ
         ]
-        report.workers = worth_forking(workers, len(jobs), spread)
+        report.workers = _worth_forking(workers, len(jobs), spread)
         deadline = time.monotonic() + limits.budget_seconds
         done = _triage_all(jobs, content, detector, deadline, report.workers, spread)
         results = dict(zip((digest for digest, _, _ in jobs), done, strict=True))
@@ -384,7 +384,7 @@ _Job = tuple[str, str, str]  # digest, mode, kind
 Spread = Callable[[Callable[[list[_Job]], list[ContentTriage]], list[_Job], int], list[ContentTriage]]
 
 
-def worth_forking(workers: int, jobs: int, spread: Spread | None) -> int:
+def _worth_forking(workers: int, jobs: int, spread: Spread | None) -> int:
     """The processes ``jobs`` contents are detected on: at most ``workers``, each with at least
     MIN_FILES_PER_WORKER contents, and one without a ``spread``."""
     if spread is None:
