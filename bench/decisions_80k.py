@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from dropscan import heap
-from dropscan.audit import decisions, delta
+from dropscan.audit import decision_rules, delta
 from dropscan.audit.manifest import build_manifest, to_json
 from dropscan.keys import file_index_key, product_key
 from dropscan.local.embedded import embedded
@@ -122,14 +122,14 @@ def main() -> None:
             cProfile.runctx("step()", globals(), locals(), os.environ["BENCH_PROFILE"])
         assert last["summary"]["cleared"] == a.review - 50 and last["summary"]["delta"]["changed"] == 50
         store = svc.decisions()
-        digests = decisions.review_digests(base["files"])
+        digests = decision_rules.review_digests(base["files"])
         lookup = timed(lambda: store.for_contents(digests, "acme"), a.runs)
         triaged = copy.deepcopy(last)
         triaged["flags"] = []
 
         def reopen() -> None:
-            decisions.reopen(triaged)
-            decisions.settle(triaged)
+            decision_rules.reopen(triaged)
+            decision_rules.settle(triaged)
 
         after_triage = timed(reopen, a.runs)
         t = time.perf_counter()

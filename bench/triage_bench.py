@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from dropscan.archive.binding import entry_filetype, open_reader, raw_name
+from dropscan.audit.findings import triage_file
 from dropscan.audit.licenses import Detector, TagDetector, detector
-from dropscan.audit.triage import triage_file
 
 from hash_bench import timed
 

@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dropscan.events import json_body
-from dropscan.stages.triage_parts import triage_message
+from dropscan.stages.triage import triage_message
 from dropscan.store.services import current_services
 
 logger = Logger()

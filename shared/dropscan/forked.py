@@ -10,7 +10,7 @@ import os
 import pickle
 import queue
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
 
@@ -98,6 +98,30 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+A = TypeVar("A")
+
+
+def spread(fn: Callable[[list[A]], list[T]], items: Sequence[A], workers: int) -> list[T]:
+    """``fn`` over ``items`` on ``workers`` processes, the results in the order of ``items``.
+
+    Each process gets an interleaved share (so big and small items alike); this one works its share
+    while ``workers - 1`` children forked now work theirs, each sharing what the caller has loaded (a
+    licence index) copy-on-write. A child that raises or dies raises ForkedError here; a caller that
+    fails first stops the children. ``fn`` must keep to one result per item, in order.
+    """
+    if workers <= 1:
+        return fn(list(items))
+    shares = [list(items[i::workers]) for i in range(workers)]
+    with contextlib.ExitStack() as children:
+        forked = [children.enter_context(Forked(fn, share)) for share in shares[1:]]
+        results = [fn(shares[0])]
+        results += [child.result() for child in forked]
+    ordered: list[Any] = [None] * len(items)
+    for i, done in enumerate(results):
+        ordered[i::workers] = done
+    return ordered
 
 
 def forked_iter(

@@ -271,7 +271,7 @@ def test_auditors_calls_are_what_the_compliance_role_grants_and_only_it_writes_d
 ) -> None:
     """`dropscan decide`, `decisions list|export|import` and `history` make only calls ComplianceRole
     allows, use every grant it has, and no function's role may write the decisions table."""
-    from dropscan.audit.decisions import merge, record
+    from dropscan.audit.decision_rules import merge, record
     from dropscan.keys import product_key
 
     with embedded() as stack:

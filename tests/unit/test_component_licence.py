@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from dropscan.audit import component_licence as cl
+from dropscan.audit.findings import apply, triage_manifest
 from dropscan.audit.licenses import TagDetector
-from dropscan.audit.triage import apply, triage_manifest, wanted_digests
+from dropscan.audit.triage_plan import wanted_digests
 
 TAGS = TagDetector()
 DEP5_HEAD = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\nUpstream-Name: x\n\n"

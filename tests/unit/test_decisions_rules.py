@@ -1,4 +1,4 @@
-"""The pure rules of decisions (audit.decisions) and deltas (audit.delta), without a stack."""
+"""The pure rules of decisions (audit.decision_rules) and deltas (audit.delta), without a stack."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from dropscan.audit import decisions, delta
+from dropscan.audit import decision_rules as decisions
+from dropscan.audit import delta
 from dropscan.audit.manifest import build_manifest
 from dropscan.models import Decision
 

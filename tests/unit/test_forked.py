@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import time
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from dropscan.archive import ArchiveReadError
-from dropscan.forked import Feed, Forked, ForkedError, forked_iter, shared_int
+from dropscan.forked import Feed, Forked, ForkedError, forked_iter, shared_int, spread
 
 
 def _pid_and(value: int) -> tuple[int, int]:
@@ -56,6 +57,44 @@ def test_leaving_before_the_result_stops_the_child(tmp_path: object) -> None:
     assert proc.exitcode is not None  # stopped and reaped, not left running for 30 s
     assert time.monotonic() - started < 10
     assert not os.path.exists(marker)
+
+
+# ---------------------------------------------------------------- a list spread over processes
+def _pids_and_doubles(items: list[int]) -> list[tuple[int, int]]:
+    return [(os.getpid(), i * 2) for i in items]
+
+
+def _fail_in_a_child(items: list[int]) -> list[int]:
+    if 1 in items:  # the second share: a child's
+        _fail()
+    return items
+
+
+def _fail_here_wait_there(items: list[int]) -> list[int]:
+    if 0 in items:  # the caller's own share (the first) fails at once
+        raise ValueError("detector crashed")
+    time.sleep(60)  # the children's shares would run on
+    return items
+
+
+def test_a_spread_list_comes_back_in_order_from_that_many_processes() -> None:
+    done = spread(_pids_and_doubles, list(range(10)), 3)
+    assert [value for _, value in done] == [i * 2 for i in range(10)]
+    pids = {pid for pid, _ in done}
+    assert len(pids) == 3 and os.getpid() in pids
+    assert spread(_pids_and_doubles, [1, 2], 1) == [(os.getpid(), 2), (os.getpid(), 4)]
+
+
+def test_a_child_share_that_fails_is_an_error_here() -> None:
+    with pytest.raises(ForkedError, match="ValueError: no such member"):
+        spread(_fail_in_a_child, [0, 1, 2], 2)
+
+
+def test_a_caller_whose_own_share_fails_stops_the_children() -> None:
+    before = set(multiprocessing.active_children())
+    with pytest.raises(ValueError, match="detector crashed"):
+        spread(_fail_here_wait_there, list(range(6)), 3)
+    assert set(multiprocessing.active_children()) == before  # stopped and reaped, none left running
 
 
 # ---------------------------------------------------------------- items made in a child, taken here

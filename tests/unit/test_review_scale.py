@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from dropscan.archive.extract import contents_by_digest
+from dropscan.audit.findings import apply, triage_manifest
 from dropscan.audit.licenses import TagDetector
 from dropscan.audit.manifest import validate
-from dropscan.audit.triage import apply, read_plan, triage_manifest
-from dropscan.audit.triage_plan import NOT_READ, TAGS_ONLY, TriageLimits
+from dropscan.audit.triage_plan import NOT_READ, TAGS_ONLY, TriageLimits, read_plan
 from dropscan.reports import FORMATS, render
 from dropscan.reports.summary import body
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
+from dropscan.audit.findings import component_license, triage_file, triage_manifest
 from dropscan.audit.licenses import TagDetector, detector, scancode_available, spdx_tags
 from dropscan.audit.manifest import verdict
-from dropscan.audit.triage import component_license, triage_file, triage_manifest
-from dropscan.forked import Forked
+from dropscan.forked import Forked, spread
 
 from helpers.builders import make_tar, tar_bytes
 
@@ -310,7 +310,7 @@ def test_scancode_findings_far_apart_keep_the_lines_a_whole_text_detection_gives
 
 
 def test_a_triage_that_broke_is_recorded_and_never_reads_as_clean() -> None:
-    from dropscan.audit.triage import TriageReport, apply
+    from dropscan.audit.findings import TriageReport, apply
 
     manifest: dict[str, Any] = {
         "status": "complete",
@@ -351,7 +351,7 @@ def test_forked_workers_find_what_one_process_finds_in_the_same_order() -> None:
     manifest = {"files": files, "components": [{"prefix": "foo"}], "source": {"metadata": {}}}
 
     one = triage_manifest(manifest, content, detector=TagDetector(), workers=1)
-    three = triage_manifest(manifest, content, detector=TagDetector(), workers=3)
+    three = triage_manifest(manifest, content, detector=TagDetector(), workers=3, spread=spread)
     assert (one.workers, three.workers) == (1, 3)
     assert three.licenses == one.licenses and len(one.licenses) == 104
     assert [f.to_json() for f in three.flags] == [f.to_json() for f in one.flags]

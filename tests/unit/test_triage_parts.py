@@ -7,17 +7,20 @@ import copy
 import json
 from typing import Any
 
+from dropscan.audit.findings import PartTriage, apply, triage_manifest, triage_part
 from dropscan.audit.manifest import validate
-from dropscan.audit.triage import (
-    PartTriage,
-    apply,
+from dropscan.audit.triage_plan import (
+    FULL,
+    TAGS_ONLY,
+    Entry,
+    TriageLimits,
     assembly_plan,
+    cut,
+    needs_parts,
     part_entries,
+    part_plan,
     read_plan,
-    triage_manifest,
-    triage_part,
 )
-from dropscan.audit.triage_plan import FULL, TAGS_ONLY, Entry, TriageLimits, cut, needs_parts, part_plan
 
 from helpers.review import LICENSED, RESTRICTED, CountingDetector, manifest_of
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dropscan.archive.extract import CONTENT_LIMIT
+from dropscan.audit import component_licence
+from dropscan.audit.flags import LICENSE_FILE_NAMES, is_config
 
 FULL = "full"
 TAGS_ONLY = "tags-only"
@@ -137,3 +139,55 @@ def part_plan(part: Iterable[Entry], limits: TriageLimits) -> Plan:
     """What one part reads: its contents in full within the limits (the last part past the ceiling may
     hold more, and reads those for tags only, or not at all)."""
     return plan(({"sha256": d, "size": size} for d, size, _, _ in part), (), limits)
+
+
+# ------------------------------------------------------------------ the plans of a manifest
+def license_files(files: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Component prefix -> its top-level licence files (COPYING, LICENSE...)."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for f in files:
+        prefix = f.get("component", "")
+        rest = f["path"][len(prefix) :]
+        if "/" not in rest and rest.lower() in LICENSE_FILE_NAMES and f.get("size"):
+            out.setdefault(prefix, []).append(f)
+    return out
+
+
+def review_files(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The files triage reviews: modified and added, and readable."""
+    return [f for f in manifest["files"] if f["class"] in ("modified", "added") and not f.get("unreadable")]
+
+
+def wanted_digests(manifest: Mapping[str, Any]) -> dict[str, int]:
+    """SHA-256 -> size of every file triage reads: the review set and the components' licence files."""
+    chosen = {f["sha256"]: int(f["size"]) for f in review_files(manifest)}
+    return chosen | component_licence.wanted(manifest["files"])
+
+
+def read_plan(manifest: Mapping[str, Any], limits: TriageLimits | None = None) -> Plan:
+    """What triage reads of ``manifest``'s drop under ``limits`` (:func:`plan`)."""
+    licence = [f for fs in license_files(manifest["files"]).values() for f in fs]
+    return plan(review_files(manifest), licence, limits or TriageLimits())
+
+
+def assembly_plan(manifest: Mapping[str, Any], limits: TriageLimits) -> Plan:
+    """What the assembler of a fanned-out triage reads itself: the components' licence files, and the
+    review files of identified components (the evidence step diffs them against upstream), within the
+    limits; the parts detected the review set."""
+    identified = {c["prefix"] for c in manifest.get("components") or [] if c.get("identified")}
+    licence = [f for fs in license_files(manifest["files"]).values() for f in fs]
+    evidence = [f for f in review_files(manifest) if f.get("component", "") in identified]
+    return plan(evidence, licence, limits)
+
+
+def part_entries(manifest: Mapping[str, Any]) -> list[Entry]:
+    """The distinct review contents of ``manifest`` in the order of the drop, for :func:`cut`."""
+    seen: dict[str, Entry] = {}
+    for f in review_files(manifest):
+        digest = f["sha256"]
+        config = f["path"] if is_config(f["path"]) else None
+        if digest not in seen:
+            seen[digest] = (digest, int(f.get("size") or 0), f["kind"], config)
+        elif config and seen[digest][3] is None:
+            seen[digest] = (*seen[digest][:3], config)
+    return list(seen.values())

@@ -25,7 +25,7 @@ def _fail(message: str) -> int:
 
 
 def _merge_into(client: Any, incoming: list[Decision]) -> dict[str, int]:
-    from dropscan.audit.decisions import merge
+    from dropscan.audit.decision_rules import merge
 
     merged = merge(client.existing_decisions(incoming), incoming)
     client.write_decisions(merged.write)
@@ -34,7 +34,7 @@ def _merge_into(client: Any, incoming: list[Decision]) -> dict[str, int]:
 
 # ------------------------------------------------------------------ decide
 def cmd_decide(a: argparse.Namespace) -> int:
-    from dropscan.audit.decisions import DecisionError, record
+    from dropscan.audit.decision_rules import DecisionError, record
     from dropscan.reports import ManifestError, load_manifest
     from dropscan.store.scans import now
 
@@ -72,7 +72,7 @@ def _selected(client: Any, supplier: str | None, scope: str | None) -> Iterable[
 
 
 def cmd_decisions(a: argparse.Namespace) -> int:
-    from dropscan.audit.decisions import DecisionError, export_text, parse_export
+    from dropscan.audit.decision_rules import DecisionError, export_text, parse_export
     from dropscan.store.scans import now
 
     if a.decisions_command == "import":

@@ -17,7 +17,7 @@ from typing import IO, Any
 import boto3
 
 from dropscan import heap
-from dropscan.audit.decisions import export_text, parse_export
+from dropscan.audit.decision_rules import export_text, parse_export
 from dropscan.forked import Done, Forked, usable_cpus
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.moto_table import MotoBatchTable, moto_items

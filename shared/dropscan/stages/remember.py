@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from dropscan import heap
-from dropscan.audit import decisions, delta
+from dropscan.audit import decision_rules, delta
 from dropscan.keys import file_index_key, product_key
 from dropscan.models import Scan
 from dropscan.store.services import Services
@@ -36,11 +36,11 @@ def remember(svc: Services, scan: Scan, manifest: dict[str, Any]) -> None:
 
     store = svc.decisions()
     # the file indexes are written, read and compared while the decisions are read
-    found = store.for_contents(decisions.review_digests(files), supplier, meanwhile=file_indexes)
+    found = store.for_contents(decision_rules.review_digests(files), supplier, meanwhile=file_indexes)
     manifest["product"] = product
     manifest["delta"] = changes[0]
-    decisions.attach(files, decisions.choose(found, supplier))
-    decisions.settle(manifest)
+    decision_rules.attach(files, decision_rules.choose(found, supplier))
+    decision_rules.settle(manifest)
     manifest["summary"]["delta"] = delta.counts(manifest["delta"])
     stats = manifest["stats"]
     # finalize's own seconds include these; the per-stage timings stay one entry per stage

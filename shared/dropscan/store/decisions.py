@@ -69,7 +69,7 @@ class DecisionStore:
         self, digests: Iterable[str], supplier: str, *, meanwhile: Callable[[], None] | None = None
     ) -> list[Decision]:
         """The decisions that may apply to files of ``supplier`` with these SHA-256s: global ones and
-        the supplier's own (``audit.decisions.choose`` picks between them). ``meanwhile``: the
+        the supplier's own (``audit.decision_rules.choose`` picks between them). ``meanwhile``: the
         caller's work to run while they are read (``BatchTable.get_many``)."""
         scopes = ("global", scope_key("supplier", supplier))
         keys = [_key(content_subject(d), s) for d in sorted(set(digests)) for s in scopes]

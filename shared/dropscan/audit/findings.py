@@ -1,16 +1,22 @@
-"""Triage of the review set: licence findings per file and red flags with file, line and evidence."""
+"""What triage finds in a review set: licences per file and red flags with file, line and evidence,
+from the files' bytes, and the report written into the manifest (:func:`apply`).
+
+Pure rules: the stage (dropscan.stages.triage) reads the bytes (dropscan.audit.triage_plan says which)
+and hands in the way to spread detection over processes (``spread``: dropscan.forked.spread); nothing
+here forks, reads or writes.
+"""
 
 from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from dropscan.audit import component_licence
 from dropscan.audit.flags import (
-    LICENSE_FILE_NAMES,
     REVIEW,
     SEVERITIES,
     FileTriage,
@@ -23,8 +29,16 @@ from dropscan.audit.flags import (
     term_flags,
 )
 from dropscan.audit.licenses import RESTRICTED_CATEGORIES, Detector, LicenseFinding, spdx_tags
-from dropscan.audit.triage_plan import FULL, NOT_READ, TAGS_ONLY, Entry, Plan, TriageLimits, plan
-from dropscan.forked import Forked
+from dropscan.audit.triage_plan import (
+    FULL,
+    NOT_READ,
+    TAGS_ONLY,
+    Entry,
+    Plan,
+    TriageLimits,
+    read_plan,
+    review_files,
+)
 
 
 def triage_file(
@@ -59,17 +73,6 @@ def component_license(findings: Iterable[LicenseFinding]) -> str | None:
         default=None,
     )
     return best.expression if best else None
-
-
-def license_files(files: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """Component prefix -> its top-level licence files (COPYING, LICENSE...)."""
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for f in files:
-        prefix = f.get("component", "")
-        rest = f["path"][len(prefix) :]
-        if "/" not in rest and rest.lower() in LICENSE_FILE_NAMES and f.get("size"):
-            out.setdefault(prefix, []).append(f)
-    return out
 
 
 def severity_counts(flags: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -121,32 +124,6 @@ class TriageReport:
             "workers": self.workers,
             "distinct": self.distinct,
         }
-
-
-def review_files(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [f for f in manifest["files"] if f["class"] in ("modified", "added") and not f.get("unreadable")]
-
-
-def wanted_digests(manifest: Mapping[str, Any]) -> dict[str, int]:
-    """SHA-256 -> size of every file triage reads: the review set and the components' licence files."""
-    chosen = {f["sha256"]: int(f["size"]) for f in review_files(manifest)}
-    return chosen | component_licence.wanted(manifest["files"])
-
-
-def read_plan(manifest: Mapping[str, Any], limits: TriageLimits | None = None) -> Plan:
-    """What triage reads of ``manifest``'s drop under ``limits`` (dropscan.audit.triage_plan)."""
-    licence = [f for fs in license_files(manifest["files"]).values() for f in fs]
-    return plan(review_files(manifest), licence, limits or TriageLimits())
-
-
-def assembly_plan(manifest: Mapping[str, Any], limits: TriageLimits) -> Plan:
-    """What the assembler of a fanned-out triage reads itself: the components' licence files, and the
-    review files of identified components (the evidence step diffs them against upstream), within the
-    limits; the parts detected the review set."""
-    identified = {c["prefix"] for c in manifest.get("components") or [] if c.get("identified")}
-    licence = [f for fs in license_files(manifest["files"]).values() for f in fs]
-    evidence = [f for f in review_files(manifest) if f.get("component", "") in identified]
-    return plan(evidence, licence, limits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +215,7 @@ def triage_part(
     declared: str | None,
     truncated: Iterable[str] = (),
     workers: int = 1,
+    spread: Spread | None = None,
 ) -> PartTriage:
     """Detect the contents of one part (``read``: its plan), as triage_manifest does for a whole set."""
     started = time.perf_counter()
@@ -247,8 +225,8 @@ def triage_part(
         for digest, _, kind, _ in entries
         if digest in content and read.modes.get(digest, FULL) != NOT_READ
     ]
-    workers = max(1, min(workers, len(jobs) // MIN_FILES_PER_WORKER))
-    done = _triage_all(jobs, content, detector, time.monotonic() + limits.budget_seconds, workers)
+    workers = _worth_forking(workers, len(jobs), spread)
+    done = _triage_all(jobs, content, detector, time.monotonic() + limits.budget_seconds, workers, spread)
     out.results = dict(zip((digest for digest, _, _ in jobs), done, strict=True))
     for digest, _, kind, config in entries:
         if read.modes.get(digest) == NOT_READ:
@@ -262,19 +240,6 @@ def triage_part(
     return out
 
 
-def part_entries(manifest: Mapping[str, Any]) -> list[Entry]:
-    """The distinct review contents of ``manifest`` in the order of the drop, for :func:`cut`."""
-    seen: dict[str, Entry] = {}
-    for f in review_files(manifest):
-        digest = f["sha256"]
-        config = f["path"] if is_config(f["path"]) else None
-        if digest not in seen:
-            seen[digest] = (digest, int(f.get("size") or 0), f["kind"], config)
-        elif config and seen[digest][3] is None:
-            seen[digest] = (*seen[digest][:3], config)
-    return list(seen.values())
-
-
 def triage_manifest(
     manifest: Mapping[str, Any],
     content: Mapping[str, bytes],
@@ -286,15 +251,17 @@ def triage_manifest(
     read: Plan | None = None,
     releases: Mapping[str, Mapping[str, Any] | None] | None = None,
     parts: Sequence[PartTriage] | None = None,
+    spread: Spread | None = None,
 ) -> TriageReport:
     """Licences of the components and of each review file, and the red flags, from the files' bytes.
 
     Detection runs once per distinct content (a drop of 120,000 copies of one file detects one), within
-    ``limits`` (``read``: the plan the content was read by). ``workers`` > 1 shares the contents among
-    that many processes forked after the detector's index is loaded (the component licences are detected
-    first), so they share it copy-on-write. ``releases``: component prefix -> the licence record of its
-    release (component_licence). ``parts``: the review contents were detected by the parts of a
-    fanned-out triage (``content`` then holds the licence files and what the evidence step reads).
+    ``limits`` (``read``: the plan the content was read by). ``workers`` > 1 with a ``spread``
+    (dropscan.forked.spread) shares the contents among that many processes forked after the detector's
+    index is loaded (the component licences are detected first), so they share it copy-on-write.
+    ``releases``: component prefix -> the licence record of its release (component_licence).
+    ``parts``: the review contents were detected by the parts of a fanned-out triage (``content`` then
+    holds the licence files and what the evidence step reads).
     """
     started = time.perf_counter()
     limits = limits or TriageLimits()
@@ -314,9 +281,9 @@ def triage_manifest(
             for digest, kind in kinds.items()
             if digest in content and read.modes.get(digest, FULL) != NOT_READ
         ]
-        report.workers = max(1, min(workers, len(jobs) // MIN_FILES_PER_WORKER))
+        report.workers = _worth_forking(workers, len(jobs), spread)
         deadline = time.monotonic() + limits.budget_seconds
-        done = _triage_all(jobs, content, detector, deadline, report.workers)
+        done = _triage_all(jobs, content, detector, deadline, report.workers, spread)
         results = dict(zip((digest for digest, _, _ in jobs), done, strict=True))
         unread = {d for d, mode in read.modes.items() if mode == NOT_READ}
         late = sum(1 for d, mode, _ in jobs if mode == FULL and results[d].mode != FULL)
@@ -412,6 +379,18 @@ MIN_FILES_PER_WORKER = 50
 
 _Job = tuple[str, str, str]  # digest, mode, kind
 
+#: ``(fn, jobs, n)`` -> ``fn`` over shares of ``jobs`` on ``n`` processes, the results in the order of
+#: ``jobs`` (dropscan.forked.spread: the stage passes it in, so that these rules fork nothing)
+Spread = Callable[[Callable[[list[_Job]], list[ContentTriage]], list[_Job], int], list[ContentTriage]]
+
+
+def _worth_forking(workers: int, jobs: int, spread: Spread | None) -> int:
+    """The processes ``jobs`` contents are detected on: at most ``workers``, each with at least
+    MIN_FILES_PER_WORKER contents, and one without a ``spread``."""
+    if spread is None:
+        return 1
+    return max(1, min(workers, jobs // MIN_FILES_PER_WORKER))
+
 
 def _triage_content(
     digest: str, mode: str, kind: str, data: bytes, detector: Detector, deadline: float
@@ -433,20 +412,18 @@ def _triage_some(
 
 
 def _triage_all(
-    jobs: list[_Job], content: Mapping[str, bytes], detector: Detector, deadline: float, workers: int
+    jobs: list[_Job],
+    content: Mapping[str, bytes],
+    detector: Detector,
+    deadline: float,
+    workers: int,
+    spread: Spread | None,
 ) -> list[ContentTriage]:
-    """_triage_content of every job, in order, on ``workers`` processes."""
-    if workers <= 1:
-        return _triage_some(jobs, content, detector, deadline)
-    # interleaved shares, so that each worker gets big and small files alike
-    shares = [jobs[i::workers] for i in range(workers)]
-    children = [Forked(_triage_some, share, content, detector, deadline) for share in shares[1:]]
-    results = [_triage_some(shares[0], content, detector, deadline)]
-    results += [child.result() for child in children]  # ForkedError: the triage records it
-    ordered: list[ContentTriage] = [ContentTriage(FULL, [], [], b"")] * len(jobs)
-    for i, done in enumerate(results):
-        ordered[i::workers] = done
-    return ordered
+    """_triage_content of every job, in order, on ``workers`` processes (through ``spread``)."""
+    some = partial(_triage_some, content=content, detector=detector, deadline=deadline)
+    if workers <= 1 or spread is None:
+        return some(jobs)
+    return spread(some, jobs, workers)  # ForkedError: the triage records it
 
 
 def review_limit_flag(report: TriageReport) -> Flag:
