@@ -10,13 +10,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from dropscan.cli.common import target_of
 from dropscan.models import SCOPES, VERDICTS, Decision
-
-
-def _target(a: argparse.Namespace) -> Any:
-    from dropscan.cli.commands import _stack
-
-    return _stack(a.endpoint_url, a.stack, Path(a.data_dir), upstream=False)
 
 
 def _fail(message: str) -> int:
@@ -54,7 +49,7 @@ def cmd_decide(a: argparse.Namespace) -> int:
         )
     except (ManifestError, DecisionError) as e:
         return _fail(str(e))
-    with _target(a) as (client, _, _):
+    with target_of(a, upstream=False) as (client, _, _):
         counts = _merge_into(client, decided)
     print(json.dumps({"decisions": len(decided), "verdict": a.verdict, "scope": a.scope} | counts))
     return 0
@@ -83,11 +78,11 @@ def cmd_decisions(a: argparse.Namespace) -> int:
             incoming = parse_export(path.read_text())
         except DecisionError as e:
             return _fail(f"{path}: {e}")
-        with _target(a) as (client, _, _):
+        with target_of(a, upstream=False) as (client, _, _):
             counts = _merge_into(client, incoming)
         print(json.dumps({"decisions": len(incoming)} | counts))
         return 0
-    with _target(a) as (client, _, _):
+    with target_of(a, upstream=False) as (client, _, _):
         found = sorted(_selected(client, a.supplier, a.scope), key=lambda d: (d.scope_key, d.subject))
     if a.decisions_command == "export":
         Path(a.file).expanduser().write_text(export_text(found, exported_at=now()))
@@ -104,7 +99,7 @@ def cmd_decisions(a: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ history
 def cmd_history(a: argparse.Namespace) -> int:
-    with _target(a) as (client, _, _):
+    with target_of(a, upstream=False) as (client, _, _):
         scans = client.history(a.supplier, a.product)
     if a.json:
         print(json.dumps(scans, indent=1, default=str))

@@ -298,6 +298,13 @@ def plural(n: int, singular: str, plural_form: str | None = None) -> str:
     return f"{n:,} {singular if n == 1 else (plural_form or singular + 's')}"
 
 
+def duration(seconds: float) -> str:
+    """``141 s``, ``2.4 s``, ``less than a second``: never "0 s" for work that took time."""
+    if seconds < 1:
+        return "less than a second"
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:,.0f} s"
+
+
 def short(commit: Any) -> str:
     return str(commit or "")[:12]
 
