@@ -69,10 +69,15 @@ def severity_rank(severity: str | None) -> int:
 
 
 def flags(manifest: Manifest) -> list[dict[str, Any]]:
-    """The red flags, most severe first, then by path and line."""
+    """The red flags, most severe first, the vendor's before upstream's own text, then by path and line."""
     return sorted(
         manifest.get("flags") or [],
-        key=lambda f: (severity_rank(f.get("severity")), f.get("path") or "", f.get("line") or 0),
+        key=lambda f: (
+            severity_rank(f.get("severity")),
+            bool(f.get("upstream_text")),  # upstream's own text below the vendor's
+            f.get("path") or "",
+            f.get("line") or 0,
+        ),
     )
 
 

@@ -16,6 +16,7 @@ from dropscan.archive import MAGIC_SPAN, compressor_of
 from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.archive.inflate import CODECS
 from dropscan.audit import decisions, delta, licenses, triage
+from dropscan.audit.flags import mark_upstream_text
 from dropscan.audit.manifest import to_json
 from dropscan.forked import Done, Forked, usable_cpus
 from dropscan.keys import manifest_key, report_keys
@@ -115,6 +116,7 @@ def _triage_into(
         )
     triage.apply(manifest, found)
     _evidence_into(svc, manifest, extracted, upstream)
+    mark_upstream_text(manifest)  # flags on lines the vendor did not write: counted again by settle
     decisions.reopen(manifest)  # a decision that did not see what the file now carries
     decisions.settle(manifest)
     for f in manifest["files"]:
