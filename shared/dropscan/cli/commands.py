@@ -178,6 +178,17 @@ def cmd_report(a: argparse.Namespace) -> int:
         print(f"dropscan: error: {e}", file=sys.stderr)
         return 2
     text = render(manifest, a.format)
+    if a.format == "text":  # the reports `scan --manifest-out` wrote beside it, as local files
+        from dropscan.reports.summary import body, subject
+
+        beside = Path(a.manifest).expanduser().parent
+        local = {"manifest": str(Path(a.manifest))} | {
+            name: str(beside / key.rsplit("/", 1)[-1])
+            for name, key in (manifest.get("reports") or {}).items()
+            if (beside / key.rsplit("/", 1)[-1]).is_file()
+        }
+        if len(local) > 1:
+            text = f"{subject(manifest)}\n\n{body(manifest, local=local)}"
     if a.out:
         Path(a.out).write_text(text, encoding="utf-8")
     else:

@@ -102,7 +102,7 @@ def where(endpoint_url: str | None, stack: str | None, data_dir: Path) -> tuple[
         return "endpoint", endpoint_url
     if stack:
         return "stack", stack
-    return "embedded", str(data_dir)
+    return "embedded", str(data_dir.expanduser().resolve())
 
 
 def add_target(p: argparse.ArgumentParser) -> None:
