@@ -266,9 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_target(p)
     p = dbs.add_parser("import", help="merge a dump, or a sha256sum/hashdeep list as a known-good release")
     p.add_argument("file")
-    p.add_argument("--package")
-    p.add_argument("--version")
-    p.add_argument("--trust", choices=[t.value for t in Trust])
+    p.add_argument("--package", help="for a hash list: the package it is a release of")
+    p.add_argument("--version", help="for a hash list: the release's version")
+    p.add_argument("--trust", choices=[t.value for t in Trust], help="for a hash list: the package's trust")
     add_target(p)
     p = dbs.add_parser("trust", help="set a package's trust without re-ingesting")
     p.add_argument("package")
@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="render a manifest as text, HTML, SPDX 2.3 or CycloneDX 1.6 JSON")
     p.add_argument("manifest", help="a manifest.json (plain or gzip-compressed)")
-    p.add_argument("--format", "-f", choices=list(FORMATS), default="text")
+    p.add_argument("--format", "-f", choices=list(FORMATS), default="text", help="default: %(default)s")
     p.add_argument("--out", "-o", metavar="FILE", help="write here instead of standard output")
     p.set_defaults(func=cmd_report)
 

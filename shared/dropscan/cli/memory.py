@@ -131,7 +131,7 @@ def add_memory_commands(sub: Any, add_target: Callable[[argparse.ArgumentParser]
     p.add_argument("manifest", help="the manifest.json the files were reviewed in")
     p.add_argument("--path", action="append", default=[], help="a file of the review set; repeatable")
     p.add_argument("--all-review", action="store_true", help="every file of the manifest's review set")
-    p.add_argument("--verdict", required=True, choices=VERDICTS)
+    p.add_argument("--verdict", required=True, choices=VERDICTS, help="what the auditor decided")
     p.add_argument("--by", required=True, metavar="NAME", help="who decides (kept with the decision)")
     p.add_argument("--note", help="why, for the next reader")
     p.add_argument(
@@ -155,15 +155,15 @@ def add_memory_commands(sub: Any, add_target: Callable[[argparse.ArgumentParser]
             p.add_argument("file")
         if name != "import":
             p.add_argument("--supplier", help="only what this supplier's drops see: its own and global")
-            p.add_argument("--scope", choices=SCOPES)
+            p.add_argument("--scope", choices=SCOPES, help="only the decisions of this scope")
         if name == "list":
-            p.add_argument("--json", action="store_true")
+            p.add_argument("--json", action="store_true", help="as JSON, one object a decision")
         add_target(p)
     d.set_defaults(func=cmd_decisions)
 
     p = sub.add_parser("history", help="the scans of a supplier's product: verdict, review, cleared, delta")
-    p.add_argument("--supplier", required=True)
+    p.add_argument("--supplier", required=True, help="the supplier the drops came from")
     p.add_argument("--product", required=True, help="as the manifests name it (`product`)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="as JSON, one object a scan")
     add_target(p)
     p.set_defaults(func=cmd_history)
