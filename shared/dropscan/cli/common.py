@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -44,17 +45,22 @@ def progress(quiet: bool) -> Status:
             with console.status(text) as spinner:
                 yield lambda t: spinner.update(t)
         else:
-            said = [text]
+            said = [_counts(text)]
             print(f"dropscan: {text}", file=sys.stderr, flush=True)
 
             def say(t: str) -> None:
-                if t != said[-1]:
-                    said.append(t)
+                if _counts(t) != said[-1]:  # a line when the counts change, not each second
+                    said.append(_counts(t))
                     print(f"dropscan: {t}", file=sys.stderr, flush=True)
 
             yield say
 
     return status
+
+
+def _counts(text: str) -> str:
+    """A status text without its elapsed seconds (``…, 12 s…``)."""
+    return re.sub(r",? \d+ s…$", "", text)
 
 
 def say(quiet: bool) -> Callable[[str], None]:
