@@ -7,7 +7,7 @@ from typing import Any
 
 from dropscan.audit import evidence
 from dropscan.audit.flags import mark_upstream_text
-from dropscan.reports import view
+from dropscan.reports import summary, view
 
 UPSTREAM = b"/*\n * foo\n * SPDX-License-Identifier: BSD-3-Clause\n */\nint a;\nint b;\nint c;\n"
 # the vendor adds a proprietary notice at line 6 and leaves upstream's licence tag (line 3) alone
@@ -64,6 +64,9 @@ def test_flags_on_upstreams_lines_are_marked_and_ranked_below_the_vendors() -> N
     assert "upstream's own text" in by_line[1]["detail"]
     ranked = [(f["severity"], f["line"]) for f in view.flags(m)]
     assert ranked == [("action-required", 7), ("review", 1), ("review", 3)]
+    m |= {"triage": {"detector": "spdx-tags", "files": 1}, "summary": {}}
+    said = summary._flag_lines(m, 10)
+    assert said[1].endswith("foo-1.0/a.c:7") and said[4].endswith("foo-1.0/a.c:1  (upstream's own text)")
 
 
 def test_a_line_an_upstream_hunk_wrote_is_upstreams_too() -> None:

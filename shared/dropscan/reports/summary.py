@@ -231,7 +231,8 @@ def _flag_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
     for f in found[:limit]:
         label = "ACTION" if f.get("severity") == "action-required" else "review"
         label = "cleared" if f.get("cleared") else label  # on a file an auditor accepted with it
-        lines.append(f"  {label:<6} {f.get('kind', ''):<20} {view.flag_location(f)}")
+        upstream = "  (upstream's own text)" if f.get("upstream_text") else ""
+        lines.append(f"  {label:<6} {f.get('kind', ''):<20} {view.flag_location(f)}{upstream}")
         if f.get("detail"):
             lines.append(f"         {f['detail']}")
         if f.get("evidence"):
