@@ -16,7 +16,7 @@ AWSCLI_VENV := .cache/awscli
 AWSCLI := $(AWSCLI_VENV)/bin/aws
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install awscli demo test lint format cases browser bench bench-scale bench-db bench-git bench-evidence bench-evidence-kernel bench-linux fuzz clean package package-bench image image-test
+.PHONY: install awscli demo test test-intro lint format cases browser bench bench-scale bench-db bench-git bench-evidence bench-evidence-kernel bench-linux fuzz clean package package-bench image image-test
 
 install: $(STAMP)
 
@@ -44,9 +44,23 @@ lint: install $(SAM)
 
 # The packaging test (tests/package) runs on the artefacts `make package` builds: about 25 s to build,
 # 20 s to test, so it is part of every test run.
-test: lint package $(AWSCLI)
+# What it installs first, each once, and why (it says so before it starts): .venv with the dev and
+# triage extras (about 1.3 GB: ScanCode Toolkit and its licence index), the AWS SAM CLI in .cache/sam
+# (sam validate and sam build), the AWS CLI in .cache/awscli (the README's upload through dropscan up;
+# with SAM about 535 MB), and the Lambda artefacts sam build makes in .aws-sam/build. Skipped tests are
+# listed at the end with the command that enables each (tests/conftest.py).
+PYTEST_ARGS ?=
+test: test-intro lint package $(AWSCLI)
 	DROPSCAN_CASES_DIR=$(CASES_DIR) DROPSCAN_CASES_SRC=$(CASES_SRC) DROPSCAN_REQUIRE_PACKAGE=1 \
-	  DROPSCAN_AWSCLI=$(CURDIR)/$(AWSCLI) DROPSCAN_REQUIRE_AWSCLI=1 $(BIN)/pytest -q
+	  DROPSCAN_AWSCLI=$(CURDIR)/$(AWSCLI) DROPSCAN_REQUIRE_AWSCLI=1 $(BIN)/pytest -q $(PYTEST_ARGS)
+
+test-intro:
+	@echo "make test: lint, types, template checks and the tests. Installed first where missing:"
+	@echo "  .venv            the project with its dev and triage extras (ScanCode): about 1.3 GB"
+	@echo "  $(SAM_VENV)       AWS SAM CLI: sam validate --lint, sam build of the Lambda artefacts"
+	@echo "  $(AWSCLI_VENV)    AWS CLI: the README's upload to dropscan up (with SAM about 535 MB)"
+	@echo "  $(BUILD_DIR)  the Lambda artefacts (sam build), tested as Lambda runs them"
+	@echo "  skipped without more data: make cases (BusyBox acceptance data), make browser (Chromium)"
 
 awscli: $(AWSCLI)
 

@@ -160,8 +160,9 @@ def test_exported_decisions_give_a_fresh_data_dir_the_same_second_manifest(
 
 def strip(m: dict[str, Any]) -> dict[str, Any]:
     """A manifest without what differs between two runs of the same scan on two stacks (times, call
-    counts, the object version S3 gave the upload, and the ids derived from each stack's bucket name)."""
-    volatile = {"created_at", "finished_at", "stats", "triage", "scan_id", "reports"}
+    counts, the object version S3 gave the upload, the ids derived from each stack's bucket name, and
+    the database's folder and table)."""
+    volatile = {"created_at", "finished_at", "stats", "triage", "scan_id", "reports", "database"}
     out = {k: v for k, v in m.items() if k not in volatile}
     out["source"] = {k: v for k, v in m["source"].items() if k not in ("version_id", "bucket")}
     previous = dict(m["delta"]["previous"], finished_at=None, scan_id=None)

@@ -55,11 +55,21 @@ def test_cli_scan_classifies_every_file_and_sends_the_summary(
     assert mail["Subject"] == "dropscan: acme/foo-1.0-acme.tar.gz — review: 2 of 8 files (25.0%) need review"
     # the component line is its baseline: the release and what the vendor changed in it (review evidence)
     line = (
-        "foo 1.0 + 1 vendor-changed file [foo-1.0-acme/] — high trust, upstream licence GPL-2.0-only, 8 files"
+        "foo 1.0 + 1 vendor-changed file [foo-1.0-acme/] — high trust, upstream licence GPL-2.0-only"
+        " (GNU General Public License v2.0 only), 8 files"
     )
     assert line in mail.get_content()
+    # a local run's e-mail links the files it wrote, which a local reader can open
+    assert f"  html       {(tmp_path / 'report.html').as_uri()}" in mail.get_content()
+    assert "X-Amz-" not in mail.get_content()
     printed = capsys.readouterr().out
     assert "modified  foo-1.0-acme/util.h" in printed
+    assert f"  html       {tmp_path / 'report.html'}" in printed
+    assert f"Database:  {tmp_path / 'data'} (embedded; 1 package, 1 release: foo 1.0)" in printed
+    assert manifest["database"] | {"table": ""} == {
+        "kind": "embedded", "location": str(tmp_path / "data"), "table": "", "packages": 1, "releases": 1,
+        "held": {"foo": ["1.0"]},
+    }  # fmt: skip
     # the reports beside the local copy of the manifest
     assert sorted(p.name for p in tmp_path.glob("sbom.*")) == ["sbom.cdx.json", "sbom.spdx.json"]
     assert "foo-1.0-acme/" in (tmp_path / "report.html").read_text()

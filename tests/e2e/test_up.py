@@ -81,3 +81,28 @@ def test_any_s3_client_upload_is_scanned(server: tuple[str, Path], drop_archive:
         time.sleep(0.2)
     [note] = list(eml.glob("*.eml"))
     assert "acme/plain-upload.tar.gz" in note.read_text()
+
+
+def test_up_prints_its_banner_and_nothing_more_while_idle(tmp_path: Path) -> None:
+    # Given `dropscan up` with stdout and stderr kept, and no AWS configuration of its own
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    cmd = [sys.executable, "-m", "dropscan.cli", "up", "--port", str(port), "--eml-dir", str(tmp_path / "e")]
+    proc = subprocess.Popen([*cmd, "--data-dir", str(tmp_path / "data")], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    banner = [proc.stdout.readline()]
+    while banner[-1] and not banner[-1].startswith("e.g."):
+        banner.append(proc.stdout.readline())
+    # When clients call it (and its dispatcher polls its queues all along)
+    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    for _ in range(20):
+        s3.list_buckets()
+    proc.terminate()
+    out, err = proc.communicate(timeout=30)
+    # Then the banner gave the credentials a client needs, and nothing else was printed
+    assert banner[1].strip() == (
+        "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1"
+    )
+    assert (out, err) == ("", "")

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,42 @@ def test_the_script_prints_everything_runs_its_exit_handlers_and_exits_with_main
     bad = subprocess.run([sys.executable, "-c", script, str(scratch), "hash", str(tmp_path / "missing.tar")],
                          capture_output=True, text=True, check=False)  # fmt: skip
     assert bad.returncode != 0 and "dropscan:" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    import argparse
+
+    from dropscan.cli.commands import build_parser
+
+    def parsers(p: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+        yield p.prog, p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from parsers(sub)
+
+    silent = [
+        f"{prog} {'/'.join(a.option_strings)}"
+        for prog, p in parsers(build_parser())
+        for a in p._actions
+        if a.option_strings and not a.help and a.dest not in ("help",)
+    ]
+    assert silent == []
+
+
+def test_the_cli_modules_import_one_way_only() -> None:
+    # commands -> scan, memory, demo -> common: nothing imports commands back (issue 34)
+    import ast
+
+    folder = Path(__file__).parents[2] / "shared" / "dropscan" / "cli"
+    imports = {
+        path.stem: {
+            node.module
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dropscan.cli")
+        }
+        for path in folder.glob("*.py")
+    }
+    assert {m for m, found in imports.items() if "dropscan.cli.commands" in found} == {"__init__", "__main__"}
+    assert imports["common"] == set()
+    assert all(len(p.read_text().splitlines()) < 550 for p in folder.glob("*.py"))

@@ -106,13 +106,53 @@ def test_text_lists_red_flags_most_severe_first_with_evidence(sample: Manifest) 
 
 def test_text_sums_up_licences_of_the_review_set_and_names_the_reports(sample: Manifest) -> None:
     text = body(sample)
-    assert re.search(r"BSD-3-Clause +2 files +\(acme_001\.c, acme_005\.c\)", text)
     assert f"  added     {BUSYBOX}drivers/acme/acme_001.c  [BSD-3-Clause]" in text
     assert (
-        "busybox 1.35.0 [busybox-1.35.0-acme/] — high trust, upstream licence GPL-2.0-only, 2,836 files"
-        in text
+        "busybox 1.35.0 [busybox-1.35.0-acme/] — high trust, upstream licence GPL-2.0-only (GNU General"
+        " Public License v2.0 only), 2,836 files" in text
     )
+    assert "4 upstream files missing" in text
     assert f"  html       results/acme-router/{sample['scan_id']}/report.html" in text
+
+
+def test_text_names_every_licence_and_says_what_scancodes_own_ids_mean(sample: Manifest) -> None:
+    text = body(sample)
+    assert re.search(r"BSD-3-Clause +2 files +\(acme_001\.c, acme_005\.c\) — BSD 3-Clause \"New\"", text)
+    [line] = [x for x in text.splitlines() if x.startswith("  LicenseRef-scancode-proprietary-license ")]
+    assert line.endswith("— ScanCode: a proprietary notice: rights reserved, no open licence granted")
+
+
+def test_a_local_run_lists_its_own_files_and_the_database_it_used(sample: Manifest) -> None:
+    held = {"busybox": ["1.35.0"]}
+    sample["database"] = {"kind": "embedded", "location": "/home/u/.local/share/dropscan",
+                          "table": "t", "packages": 1, "releases": 1, "held": held}  # fmt: skip
+    text = body(sample, local={"manifest": "/tmp/out/m.json", "html": "/tmp/out/report.html"})
+    assert "Database:  /home/u/.local/share/dropscan (embedded; 1 package, 1 release: busybox 1.35.0)" in text
+    reports = text[text.index("Reports") :]
+    assert "  html       /tmp/out/report.html" in reports and "results/" not in reports
+
+
+def test_one_of_a_thing_is_said_in_the_singular(sample: Manifest) -> None:
+    sample["components"][0]["missing"] = sample["components"][0]["missing"][:1]
+    sample["summary"] |= {"backported": 0, "vendor_changed": 1}
+    text = body(sample)
+    assert "1 upstream file missing" in text and "1 vendor-changed file." in text
+
+
+@pytest.mark.parametrize("supplier", ["acme-router", "a-supplier-with-a-very-long-name-" * 3])
+@pytest.mark.parametrize("delta", [False, True])
+def test_the_subject_never_cuts_a_phrase_the_drop_name_gives_way(
+    sample: Manifest, supplier: str, delta: bool
+) -> None:
+    sample["supplier"] = supplier
+    sample["source"]["key"] = f"drops/{supplier}/" + "acme-busybox-1.35.0-with-a-long-name-" * 4 + ".tar.gz"
+    if delta:
+        sample["delta"] = {"previous": {"scan_id": "s-1", "key": "drops/x/old.tar.gz", "version": "1.34.1"},
+                           "new": ["a"] * 6, "changed": [], "removed": []}  # fmt: skip
+    text = render(sample, "text").splitlines()[0]
+    assert len(text) <= 99
+    tail = "212 of 2,841 files (7.5%)" + (", 6 new since 1.34.1" if delta else " need review")
+    assert text.endswith("— action-required: " + tail), text
 
 
 def test_text_of_a_manifest_before_triage_has_no_triage_sections(old: Manifest) -> None:

@@ -20,6 +20,7 @@ from dropscan.archive import xz
 __all__ = [
     "CODECS",
     "ForkedInflater",
+    "InLine",
     "InflateError",
     "Inflater",
     "PlainStream",
@@ -162,6 +163,32 @@ class PlainStream:
 
     def close(self) -> None:
         raise NotImplementedError
+
+
+class InLine(PlainStream):
+    """Decompression in the reader's own thread, step by step: for a libarchive built without the codec,
+    which would otherwise run an external program (its stderr on ours, its exit status for a reason)."""
+
+    def __init__(self, source: Source, codec: str) -> None:
+        self._steps = _steps(source.read, codec)
+        self._chunk = memoryview(b"")
+        self._consumed = 0
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._chunk:
+            step = next(self._steps, None)
+            if step is None:
+                return b""
+            self._chunk, self._consumed = memoryview(step[0]), step[1]
+        block = self._chunk if size < 0 else self._chunk[:size]
+        self._chunk = self._chunk[len(block) :]
+        return bytes(block)
+
+    def consumed(self) -> int:
+        return self._consumed
+
+    def close(self) -> None:
+        self._steps = iter(())  # the generator and what it holds go now
 
 
 class Inflater(PlainStream):

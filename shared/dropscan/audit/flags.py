@@ -351,3 +351,52 @@ def arch_flags(path: str, component: str, text: str, declared: str | None) -> li
 # ------------------------------------------------------------------ one file, one component
 def decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
+
+
+# ------------------------------------------------------------------ whose line a flag is on
+#: flags about what a file's text says; the others (a binary, a configuration's target) are the file's
+TEXT_KINDS = frozenset(
+    {"non-commercial", "evaluation-only", "proprietary", "no-license-grant", "license-incompatible",
+     "license-different", "license-unknown", "license-file-changed"}
+)  # fmt: skip
+UPSTREAM_TEXT_NOTE = " The line is upstream's own text: the vendor's changes to this file do not touch it."
+
+
+def mark_upstream_text(manifest: dict[str, Any]) -> int:
+    """Mark the text flags of modified files that sit on a line no vendor hunk of the file's review
+    evidence wrote: upstream published that text, so the flag says so (``upstream_text``), is at most
+    ``review`` and ranks below the vendor's own; a flag on a vendor line keeps its severity. Files
+    without a diff (no evidence, or evidence with an error) are left as they are. Returns how many."""
+    vendor_lines: dict[str, list[tuple[int, int]]] = {}
+    for f in manifest.get("files") or []:
+        ev = f.get("evidence")
+        if f.get("class") != "modified" or not isinstance(ev, dict) or ev.get("error") or not ev.get("base"):
+            continue
+        vendor_lines[f["path"]] = [
+            (int(h["new_start"]), int(h["new_start"]) + int(h["new_lines"]))
+            for h in ev.get("hunks") or []
+            if h.get("new_lines") and h.get("origin") != "upstream"
+        ]
+    marked = 0
+    for fl in manifest.get("flags") or []:
+        spans, line = vendor_lines.get(fl.get("path", "")), fl.get("line")
+        if spans is None or not line or fl.get("kind") not in TEXT_KINDS or fl.get("upstream_text"):
+            continue
+        if any(start <= line < end for start, end in spans):
+            continue
+        fl["upstream_text"] = True
+        fl["severity"] = REVIEW
+        fl["detail"] = str(fl.get("detail") or "") + UPSTREAM_TEXT_NOTE
+        marked += 1
+    if marked:
+        order = {s: i for i, s in enumerate(SEVERITIES)}
+        manifest["flags"].sort(
+            key=lambda x: (
+                order[x["severity"]],
+                bool(x.get("upstream_text")),
+                x["path"],
+                x["line"] or 0,
+                x["kind"],
+            )
+        )
+    return marked

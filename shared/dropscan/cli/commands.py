@@ -1,4 +1,5 @@
-"""The dropscan command line: scan, hash, ingest, db, report, up, demo."""
+"""The dropscan command line: the parser and the commands other than scan (cli.scan), the memory's
+(cli.memory) and the demo (cli.demo): hash, ingest, ingest-git, db, report, up."""
 
 from __future__ import annotations
 
@@ -8,186 +9,17 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from dropscan import __version__
+from dropscan.cli.common import UsageError, add_target, default_data_dir, progress, target_of
 from dropscan.cli.memory import add_memory_commands
+from dropscan.cli.scan import add_scan_command
 from dropscan.keys import parse_archive_name
 from dropscan.models import Trust
 from dropscan.reports import FORMATS
-
-
-class UsageError(Exception):
-    """Bad arguments: exit status 2."""
-
-
-@dataclass(frozen=True)
-class UpstreamArg:
-    package: str
-    version: str
-    archive: Path
-
-
-def parse_upstream(text: str) -> UpstreamArg:
-    """PACKAGE@VERSION=ARCHIVE, or just ARCHIVE named like busybox-1.35.0.tar.bz2."""
-    spec, sep, path = text.partition("=")
-    if not sep:
-        spec, path = "", text
-    archive = Path(path).expanduser()
-    if spec:
-        package, at, version = spec.partition("@")
-        if not at or not package or not version:
-            raise UsageError(f"--upstream {text!r}: expected PACKAGE@VERSION=ARCHIVE")
-    else:
-        parsed = parse_archive_name(archive.name)
-        if parsed is None:
-            raise UsageError(
-                f"--upstream {text!r}: cannot tell package and version; use PACKAGE@VERSION=ARCHIVE"
-            )
-        package, version = parsed
-    if not archive.is_file():
-        raise UsageError(f"--upstream {text!r}: no such file {archive}")
-    return UpstreamArg(package, version, archive)
-
-
-def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "dropscan"
-
-
-def _progress(quiet: bool) -> Any:
-    """A spinner on stderr when it is a terminal; machine-readable output stays on stdout."""
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    enabled = not quiet and console.is_terminal
-
-    @contextmanager
-    def status(text: str) -> Iterator[None]:
-        if enabled:
-            with console.status(text):
-                yield
-        else:
-            yield
-
-    return status
-
-
-# ------------------------------------------------------------------ scan
-@dataclass(frozen=True)
-class ScanRequest:
-    """One ``dropscan scan``: a drop, the upstreams to ingest first, and where the results go."""
-
-    drop: Path
-    supplier: str = "local"
-    upstreams: Sequence[UpstreamArg] = ()
-    low_trust: Sequence[str] = ()
-    metadata: dict[str, str] = field(default_factory=dict)
-    manifest_out: Path | None = None
-    eml_dir: Path | None = None
-    data_dir: Path = field(default_factory=lambda: default_data_dir())
-    endpoint_url: str | None = None
-    stack: str | None = None
-    timeout: float = 3600.0
-    quiet: bool = False
-
-
-def cmd_scan(a: argparse.Namespace) -> int:
-    drop = Path(a.drop).expanduser()
-    if not drop.is_file():
-        raise UsageError(f"no such drop archive: {drop}")
-    metadata = {"components": ",".join(a.declare)} if a.declare else {}
-    if a.arch:
-        metadata["arch"] = a.arch
-    if a.product:
-        metadata["product"] = a.product
-    request = ScanRequest(
-        drop=drop,
-        supplier=a.supplier,
-        upstreams=[parse_upstream(u) for u in a.upstream],
-        low_trust=a.low_trust,
-        metadata=metadata,
-        manifest_out=Path(a.manifest_out) if a.manifest_out else None,
-        eml_dir=Path(a.eml_dir) if a.eml_dir else None,
-        data_dir=Path(a.data_dir),
-        endpoint_url=a.endpoint_url,
-        stack=a.stack,
-        timeout=a.timeout,
-        quiet=a.quiet,
-    )
-    return scan_drop(request)
-
-
-def scan_drop(r: ScanRequest) -> int:
-    """Ingest the upstreams, upload the drop, wait for its manifest and notification, save the results;
-    0 when the scan completed, 1 when it was rejected, failed or did not end in time."""
-    status = _progress(r.quiet)
-    with _stack(r.endpoint_url, r.stack, r.data_dir) as (client, mailbox, save_db_beside):
-        for u in r.upstreams:
-            with status(f"ingesting {u.package} {u.version} from {u.archive.name}…"):
-                client.ingest(
-                    u.archive, u.package, u.version, trust=Trust.LOW if u.package in r.low_trust else None
-                )
-        for p in r.low_trust:
-            client.set_trust(p, Trust.LOW)
-        save_db_beside()
-        with status(f"scanning {r.drop.name}…"):
-            key, scan_id = client.upload_drop(r.drop, r.supplier, metadata=r.metadata)
-            manifest = client.wait_manifest(r.supplier, scan_id, timeout=r.timeout)
-        if manifest is None:
-            print(
-                f"dropscan: no manifest for {key} within {r.timeout:.0f} s (scan {scan_id})", file=sys.stderr
-            )
-            return 1
-        if mailbox is not None:
-            with status("waiting for the notification…"):
-                client.pump(lambda: bool(mailbox.for_scan(scan_id)), 60)
-            notes = mailbox.for_scan(scan_id)
-            if notes and r.eml_dir:
-                from dropscan.local.embedded import write_eml
-
-                write_eml(notes[0], r.eml_dir, scan_id)
-        if r.manifest_out:
-            from dropscan.audit.manifest import to_json
-
-            r.manifest_out.write_text(to_json(manifest))
-            # the reports triage wrote, rather than rendering a big drop's documents again
-            client.download_reports(manifest, r.manifest_out.parent)
-    if not r.quiet:
-        from dropscan.reports.summary import body, subject
-
-        print(subject(manifest))
-        print()
-        print(body(manifest))
-    return 0 if manifest["status"] == "complete" else 1
-
-
-@contextmanager
-def _stack(
-    endpoint_url: str | None, stack: str | None, data_dir: Path, *, upstream: bool = True
-) -> Iterator[tuple[Any, Any, Callable[[], None]]]:
-    """The client for the stack the options name: embedded (default), --endpoint-url or --stack.
-
-    With it, its mailbox (embedded only) and what saves the embedded stack's database beside the caller.
-    """
-    if endpoint_url or stack:
-        from dropscan.store.stack import connect
-
-        yield connect(stack or "dropscan-local", endpoint_url), None, lambda: None
-        return
-    from dropscan.local.embedded import embedded
-
-    logs = data_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    with (
-        (logs / "functions.log").open("a") as log,
-        embedded(log_stream=log, data_dir=data_dir, upstream=upstream) as es,
-    ):
-        yield es.client, es.mailbox, es.save_db_beside
 
 
 # ------------------------------------------------------------------ hash
@@ -228,8 +60,8 @@ def cmd_ingest(a: argparse.Namespace) -> int:
                 f"cannot tell package and version from {archive.name}: give --package and --version"
             )
         package, version = package or parsed[0], version or parsed[1]
-    with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
-        with _progress(a.quiet)(f"ingesting {package} {version}…"):
+    with target_of(a) as (client, _, _):
+        with progress(a.quiet)(f"ingesting {package} {version}…"):
             client.ingest(archive, package, version, trust=Trust(a.trust) if a.trust else None)
         info = client.db.packages([package])[package]
     print(
@@ -272,7 +104,7 @@ def cmd_ingest_git(a: argparse.Namespace) -> int:
     # forked before the stack starts, on the guess that this is the package's first ingest (the long one)
     worker = start_diff_worker(repo, a.package, options)
     try:
-        with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
+        with target_of(a) as (client, _, _):
             releases = Releases(client.s3, client.names.upstream_bucket)
             content = ContentStore(client.s3, client.names.upstream_bucket)
             report = ingest_git(
@@ -298,7 +130,7 @@ def cmd_db(a: argparse.Namespace) -> int:
     from dropscan.store.dump import export_db, import_db, read_hash_list
     from dropscan.store.releases import Releases, save_release
 
-    with _stack(a.endpoint_url, a.stack, Path(a.data_dir)) as (client, _, _):
+    with target_of(a) as (client, _, _):
         bucket = client.names.upstream_bucket
         if a.db_command == "stats":
             print(json.dumps(client.db.stats_summary(), indent=1))
@@ -350,6 +182,17 @@ def cmd_report(a: argparse.Namespace) -> int:
         print(f"dropscan: error: {e}", file=sys.stderr)
         return 2
     text = render(manifest, a.format)
+    if a.format == "text":  # the reports `scan --manifest-out` wrote beside it, as local files
+        from dropscan.reports.summary import body, subject
+
+        beside = Path(a.manifest).expanduser().parent
+        local = {"manifest": str(Path(a.manifest))} | {
+            name: str(beside / key.rsplit("/", 1)[-1])
+            for name, key in (manifest.get("reports") or {}).items()
+            if (beside / key.rsplit("/", 1)[-1]).is_file()
+        }
+        if len(local) > 1:
+            text = f"{subject(manifest)}\n\n{body(manifest, local=local)}"
     if a.out:
         Path(a.out).write_text(text, encoding="utf-8")
     else:
@@ -361,7 +204,9 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_up(a: argparse.Namespace) -> int:
     from dropscan.local.server import serve
 
-    return serve(host=a.host, port=a.port, eml_dir=Path(a.eml_dir), data_dir=Path(a.data_dir))
+    return serve(
+        host=a.host, port=a.port, eml_dir=Path(a.eml_dir), data_dir=Path(a.data_dir), verbose=a.verbose
+    )
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
@@ -371,18 +216,6 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ entry point
-def _add_target(p: argparse.ArgumentParser) -> None:
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--endpoint-url", help="use a running `dropscan up` at this URL")
-    g.add_argument(
-        "--stack", help="use the deployed stack of this name (names from its CloudFormation outputs)"
-    )
-    p.add_argument(
-        "--data-dir", default=str(default_data_dir()), help="where the embedded stack keeps its data"
-    )
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary")
-
-
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="dropscan", description="Audit source drops against trusted upstream releases."
@@ -390,45 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"dropscan {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("scan", help="scan a drop through the whole flow and print its audit summary")
-    p.add_argument("drop", help="the drop archive (tar, tar.gz/bz2/xz/zst, zip, 7z ...)")
-    p.add_argument(
-        "--upstream",
-        action="append",
-        default=[],
-        metavar="PACKAGE@VERSION=ARCHIVE",
-        help="ingest this upstream release first (skipped when already in the database); repeatable",
-    )
-    p.add_argument(
-        "--low-trust",
-        action="append",
-        default=[],
-        metavar="PACKAGE",
-        help="mark this upstream package low-trust (its matches are reported as such); repeatable",
-    )
-    p.add_argument("--supplier", default="local", help="supplier name: the drop goes to drops/SUPPLIER/")
-    p.add_argument(
-        "--declare",
-        action="append",
-        default=[],
-        metavar="PACKAGE@VERSION",
-        help="a component the supplier says the drop holds (x-amz-meta-components); repeatable",
-    )
-    p.add_argument(
-        "--arch", help="the device's architecture (x-amz-meta-arch), e.g. mips: configurations must match"
-    )
-    p.add_argument(
-        "--product",
-        help="the product the drop is a release of (x-amz-meta-product), compared with its previous drop;"
-        " default: the drop's file name without version-like parts",
-    )
-    p.add_argument("--manifest-out", metavar="FILE", help="write the result manifest (JSON) here")
-    p.add_argument("--eml-dir", metavar="DIR", help="write the notification as an .eml file here")
-    p.add_argument(
-        "--timeout", type=float, default=3600.0, help="seconds to wait for the manifest (default 3600)"
-    )
-    _add_target(p)
-    p.set_defaults(func=cmd_scan)
+    add_scan_command(sub, add_target)
 
     p = sub.add_parser("hash", help="the unpack stage alone: one JSON line per file")
     p.add_argument("archive", help="an archive file")
@@ -443,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--package", help="package name (default: from the archive's name)")
     p.add_argument("--version", help="version (default: from the archive's name)")
     p.add_argument("--trust", choices=[t.value for t in Trust], help="the package's trust (new: high)")
-    _add_target(p)
+    add_target(p)
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser(
@@ -463,47 +258,71 @@ def build_parser() -> argparse.ArgumentParser:
         help="also every file of every commit reachable from any ref, with its first commit",
     )
     p.add_argument("--trust", choices=[t.value for t in Trust], help="set the package's trust")
-    _add_target(p)
+    add_target(p)
     p.set_defaults(func=cmd_ingest_git)
 
     db = sub.add_parser("db", help="the upstream database: stats, export, import, trust")
     dbs = db.add_subparsers(dest="db_command", required=True)
     p = dbs.add_parser("stats", help="packages, versions, trust and item counts")
-    _add_target(p)
+    add_target(p)
     p = dbs.add_parser("export", help="write a compressed, versioned dump (dropscan.upstream-db/1)")
     p.add_argument("file")
-    _add_target(p)
+    add_target(p)
     p = dbs.add_parser("import", help="merge a dump, or a sha256sum/hashdeep list as a known-good release")
     p.add_argument("file")
-    p.add_argument("--package")
-    p.add_argument("--version")
-    p.add_argument("--trust", choices=[t.value for t in Trust])
-    _add_target(p)
+    p.add_argument("--package", help="for a hash list: the package it is a release of")
+    p.add_argument("--version", help="for a hash list: the release's version")
+    p.add_argument("--trust", choices=[t.value for t in Trust], help="for a hash list: the package's trust")
+    add_target(p)
     p = dbs.add_parser("trust", help="set a package's trust without re-ingesting")
     p.add_argument("package")
     p.add_argument("level", choices=[t.value for t in Trust])
-    _add_target(p)
+    add_target(p)
     db.set_defaults(func=cmd_db)
 
     p = sub.add_parser("report", help="render a manifest as text, HTML, SPDX 2.3 or CycloneDX 1.6 JSON")
     p.add_argument("manifest", help="a manifest.json (plain or gzip-compressed)")
-    p.add_argument("--format", "-f", choices=list(FORMATS), default="text")
+    p.add_argument("--format", "-f", choices=list(FORMATS), default="text", help="default: %(default)s")
     p.add_argument("--out", "-o", metavar="FILE", help="write here instead of standard output")
     p.set_defaults(func=cmd_report)
 
-    add_memory_commands(sub, _add_target)
+    add_memory_commands(sub, add_target)
 
-    p = sub.add_parser("up", help="run the local stack as a moto server with the dispatcher")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=4566)
-    p.add_argument("--eml-dir", default="notifications")
-    p.add_argument("--data-dir", default=str(default_data_dir()))
+    p = sub.add_parser(
+        "up",
+        help="run the local stack as a moto server with the dispatcher",
+        description="The stack of template.yaml in a moto server: any S3 client's upload to its drops"
+        " bucket is scanned, each notification printed and written as an .eml file. moto takes any access"
+        " key; the banner prints the export lines that give one to the AWS CLI.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=int, default=4566, help="port to listen on (default: %(default)s)")
+    p.add_argument(
+        "--eml-dir",
+        metavar="DIR",
+        default="notifications",
+        help="where each notification is written as <scan id>.eml (default: %(default)s)",
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=str(default_data_dir()),
+        help="where the functions' log is kept, logs/functions.log (default: %(default)s)",
+    )
+    p.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also print each invocation of a function and moto's access log (quiet by default)",
+    )
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("demo", help="scan a supplier drop built from real PyPI sdists")
     p.add_argument("--cache", default=".cache/demo", help="folder holding the downloaded sdists")
-    p.add_argument("--out", default="demo-out")
-    p.add_argument("--quiet", "-q", action="store_true")
+    p.add_argument(
+        "--out", default="demo-out", help="the drop, manifest, reports, e-mail and database (%(default)s)"
+    )
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary")
     p.set_defaults(func=cmd_demo)
     return ap
 

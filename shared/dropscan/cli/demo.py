@@ -9,6 +9,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+from dropscan.cli.scan import ScanRequest, parse_upstream, scan_drop
+
 DEMO_UPSTREAMS = ("docutils-0.19", "docutils-0.20.1", "docutils-0.21.2", "requests-2.31.0")
 _KW = re.compile(rb"\$Id: [^$\n]*\$")
 
@@ -79,8 +81,6 @@ def build_demo_drop(cache: Path, out: Path) -> tuple[Path, list[str]]:
 
 
 def run_demo(cache: Path, out: Path, *, quiet: bool = False) -> int:
-    from dropscan.cli.commands import ScanRequest, parse_upstream, scan_drop
-
     drop, upstreams = build_demo_drop(cache, out)
     print(f"demo drop: {drop} (docutils 0.21.2 as a vendor ships it, requests 2.31.0 nested inside)")
     print(f"upstream database: {', '.join(DEMO_UPSTREAMS)}\n")

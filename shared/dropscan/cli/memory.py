@@ -10,13 +10,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from dropscan.cli.common import target_of
 from dropscan.models import SCOPES, VERDICTS, Decision
-
-
-def _target(a: argparse.Namespace) -> Any:
-    from dropscan.cli.commands import _stack
-
-    return _stack(a.endpoint_url, a.stack, Path(a.data_dir), upstream=False)
 
 
 def _fail(message: str) -> int:
@@ -54,7 +49,7 @@ def cmd_decide(a: argparse.Namespace) -> int:
         )
     except (ManifestError, DecisionError) as e:
         return _fail(str(e))
-    with _target(a) as (client, _, _):
+    with target_of(a, upstream=False) as (client, _, _):
         counts = _merge_into(client, decided)
     print(json.dumps({"decisions": len(decided), "verdict": a.verdict, "scope": a.scope} | counts))
     return 0
@@ -83,11 +78,11 @@ def cmd_decisions(a: argparse.Namespace) -> int:
             incoming = parse_export(path.read_text())
         except DecisionError as e:
             return _fail(f"{path}: {e}")
-        with _target(a) as (client, _, _):
+        with target_of(a, upstream=False) as (client, _, _):
             counts = _merge_into(client, incoming)
         print(json.dumps({"decisions": len(incoming)} | counts))
         return 0
-    with _target(a) as (client, _, _):
+    with target_of(a, upstream=False) as (client, _, _):
         found = sorted(_selected(client, a.supplier, a.scope), key=lambda d: (d.scope_key, d.subject))
     if a.decisions_command == "export":
         Path(a.file).expanduser().write_text(export_text(found, exported_at=now()))
@@ -104,7 +99,7 @@ def cmd_decisions(a: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ history
 def cmd_history(a: argparse.Namespace) -> int:
-    with _target(a) as (client, _, _):
+    with target_of(a, upstream=False) as (client, _, _):
         scans = client.history(a.supplier, a.product)
     if a.json:
         print(json.dumps(scans, indent=1, default=str))
@@ -136,7 +131,7 @@ def add_memory_commands(sub: Any, add_target: Callable[[argparse.ArgumentParser]
     p.add_argument("manifest", help="the manifest.json the files were reviewed in")
     p.add_argument("--path", action="append", default=[], help="a file of the review set; repeatable")
     p.add_argument("--all-review", action="store_true", help="every file of the manifest's review set")
-    p.add_argument("--verdict", required=True, choices=VERDICTS)
+    p.add_argument("--verdict", required=True, choices=VERDICTS, help="what the auditor decided")
     p.add_argument("--by", required=True, metavar="NAME", help="who decides (kept with the decision)")
     p.add_argument("--note", help="why, for the next reader")
     p.add_argument(
@@ -160,15 +155,15 @@ def add_memory_commands(sub: Any, add_target: Callable[[argparse.ArgumentParser]
             p.add_argument("file")
         if name != "import":
             p.add_argument("--supplier", help="only what this supplier's drops see: its own and global")
-            p.add_argument("--scope", choices=SCOPES)
+            p.add_argument("--scope", choices=SCOPES, help="only the decisions of this scope")
         if name == "list":
-            p.add_argument("--json", action="store_true")
+            p.add_argument("--json", action="store_true", help="as JSON, one object a decision")
         add_target(p)
     d.set_defaults(func=cmd_decisions)
 
     p = sub.add_parser("history", help="the scans of a supplier's product: verdict, review, cleared, delta")
-    p.add_argument("--supplier", required=True)
+    p.add_argument("--supplier", required=True, help="the supplier the drops came from")
     p.add_argument("--product", required=True, help="as the manifests name it (`product`)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="as JSON, one object a scan")
     add_target(p)
     p.set_defaults(func=cmd_history)

@@ -75,6 +75,8 @@ class Delivery:
     messages: int
     failed: int
     error: str | None
+    seconds: float = 0.0
+    scheduled: bool = False
 
 
 class Dispatcher:
@@ -157,18 +159,19 @@ class Dispatcher:
             "detail": {},
         }
         fn = schedule.function
+        start = time.monotonic()
         try:
             with self._quiet():
                 result = self._invoke(fn, event)
         except (Exception, InvocationKilled):
             # EventBridge invokes asynchronously: the error is logged and the next run comes anyway
             error = traceback.format_exc()
-            self.history.append(Delivery(fn.logical_id, 0, 1, error))
+            self.history.append(Delivery(fn.logical_id, 0, 1, error, time.monotonic() - start, True))
             self._log_crash()
             if raise_errors:
                 raise
             return None
-        self.history.append(Delivery(fn.logical_id, 0, 0, None))
+        self.history.append(Delivery(fn.logical_id, 0, 0, None, time.monotonic() - start, True))
         return result
 
     def _invoke(self, fn: FunctionSpec, event: dict[str, Any]) -> Any:
@@ -200,6 +203,7 @@ class Dispatcher:
         fn = mapping.function
         failed: set[str] = set()
         error = None
+        start = time.monotonic()
         try:
             with self._quiet():
                 result = self._invoke(fn, event)
@@ -216,7 +220,9 @@ class Dispatcher:
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
             )
         # failed messages stay invisible until the queue's visibility timeout, then the redrive policy applies
-        self.history.append(Delivery(fn.logical_id, len(messages), len(failed), error))
+        self.history.append(
+            Delivery(fn.logical_id, len(messages), len(failed), error, time.monotonic() - start)
+        )
         return len(messages)
 
     def _log_crash(self) -> None:

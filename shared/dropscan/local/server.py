@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -9,15 +10,27 @@ from pathlib import Path
 
 import boto3
 
-from dropscan.local.dispatcher import Dispatcher
+from dropscan.local.dispatcher import Delivery, Dispatcher
 from dropscan.local.embedded import _FAKE_CREDENTIALS, Mailbox, write_eml
 from dropscan.local.stack import REGION, deploy
 from dropscan.store.stack import StackNames
 
+#: what the AWS CLI and boto3 need to reach the server: moto takes any key, but a client needs one
+CREDENTIALS = {k: _FAKE_CREDENTIALS[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")} | {
+    "AWS_DEFAULT_REGION": REGION
+}
 
-def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path) -> int:
+
+def export_line() -> str:
+    """``export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1``"""
+    return "export " + " ".join(f"{k}={v}" for k, v in CREDENTIALS.items())
+
+
+def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path, verbose: bool = False) -> int:
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
+    # the dispatcher polls each queue five times a second: werkzeug would log every one of those calls
+    logging.getLogger("werkzeug").setLevel(logging.INFO if verbose else logging.ERROR)
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
     url = f"http://{host}:{port}"
@@ -33,7 +46,9 @@ def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path) -> int:
         with (logs / "functions.log").open("a") as log:
             dispatcher = Dispatcher(stack, session.client("sqs"), log_stream=log)
             mailbox = Mailbox.subscribe(session, names.topic_arn, f"{stack.name}-mailbox")
-            print(f"dropscan up: endpoint {url} (region {REGION}, any access key)")
+            dispatcher.drain(timeout=30)  # the buckets' s3:TestEvent messages, before the banner
+            print(f"dropscan up: endpoint {url} (region {REGION}; any access key, but a client needs one)")
+            print(f"  {export_line()}")
             print(f"  drops bucket     s3://{names.drops_bucket}/drops/<supplier>/<file>")
             print(f"  upstream bucket  s3://{names.upstream_bucket}/upstream/<package>/<version>/<file>")
             print(f"  results bucket   s3://{names.results_bucket}/results/")
@@ -41,9 +56,14 @@ def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path) -> int:
             print(f"  function logs    {logs / 'functions.log'}")
             print(f"e.g. aws --endpoint-url {url} s3 cp drop.tar.gz s3://{names.drops_bucket}/drops/acme/")
             sys.stdout.flush()
+            seen = len(dispatcher.history)
             while True:
                 if not dispatcher.poll_once():
                     time.sleep(0.2)
+                for d in dispatcher.history[seen:]:
+                    if verbose or not d.scheduled or d.failed:
+                        print(delivery_line(d), flush=True)
+                seen = len(dispatcher.history)
                 for note in mailbox.fetch():
                     path = write_eml(note, eml_dir, note.attributes.get("scan_id", "notification"))
                     print(f"\n=== {note.subject}\n{note.message}\n(written to {path})")
@@ -52,3 +72,13 @@ def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path) -> int:
         return 0
     finally:
         server.stop()
+
+
+def delivery_line(d: Delivery) -> str:
+    """``  unpack     1 message in 2.3 s`` (and how many failed): the progress of the flow, one line an
+    invocation; the functions' own log is in logs/functions.log."""
+    name = d.function.removesuffix("Function").lower()
+    what = "run" if d.scheduled else f"{d.messages:,} message{'s' if d.messages != 1 else ''}"
+    took = f"{d.seconds:.1f} s" if d.seconds >= 0.1 else "less than 0.1 s"
+    failed = f", {d.failed:,} failed (see the function logs)" if d.failed else ""
+    return f"  {time.strftime('%H:%M:%S')} {name:<10} {what} in {took}{failed}"

@@ -169,7 +169,12 @@ def _header(m: Mapping[str, Any]) -> str:
     if s.get("backported"):
         tiles.append((f"{int(s['backported']):,}", "backported upstream fixes (not reviewed)"))
     if s.get("vendor_changed"):
-        tiles.append((f"{int(s['vendor_changed']):,}", "vendor-changed files"))
+        tiles.append(
+            (
+                f"{int(s['vendor_changed']):,}",
+                view.plural(int(s["vendor_changed"]), "vendor-changed file").split(" ", 1)[1],
+            )
+        )
     if s.get("cleared"):
         tiles.append((f"{int(s['cleared']):,}", "cleared by earlier decisions"))
     if view.has_triage(m):
@@ -241,8 +246,8 @@ def _method(m: Mapping[str, Any]) -> str:
     if isinstance(triage, Mapping):
         out.append(
             f"<p>Licence statements and red flags: {e(triage.get('detector') or 'detector not recorded')}, "
-            f"{int(triage.get('files') or 0):,} files examined"
-            + (f" in {float(triage['seconds']):.0f} s" if triage.get("seconds") is not None else "")
+            f"{view.plural(int(triage.get('files') or 0), 'file')} examined"
+            + (f" in {view.duration(float(triage['seconds']))}" if triage.get("seconds") is not None else "")
             + ".</p>"
         )
     elif not view.has_triage(m):

@@ -7,6 +7,7 @@ from typing import Any
 
 from dropscan.keys import manifest_key
 from dropscan.reports import view
+from dropscan.reports.licence_names import described, names_of
 
 SUBJECT_LIMIT = 99  # SNS rejects subjects of 100 characters or more
 
@@ -27,8 +28,9 @@ def subject(manifest: Mapping[str, Any]) -> str:
     """``dropscan: <supplier>/<drop> — <verdict>: <review> of <files> files (<pct>%) need review``.
 
     With backports, ``, 16 backported`` follows the counts. Over SNS's limit, the drop name is shortened
-    in the middle first (to 12 characters at least), then the backports are left to the body: the verdict
-    and the review counts are what a reader of an inbox needs to see.
+    in the middle first (to 12 characters at least), then the backports are left to the body, then the
+    name is shortened further: the verdict and the review counts are what a reader of an inbox needs to
+    see, and no phrase of them is ever cut.
     """
     s = manifest["summary"]
     backported = f", {s['backported']:,} backported" if s.get("backported") else ""
@@ -45,11 +47,20 @@ def subject(manifest: Mapping[str, Any]) -> str:
     room = SUBJECT_LIMIT - len(head) - len(tail)
     if backported and room < 12:  # the verdict and the review counts come first, then the backports
         tail, room = tail.removesuffix(backported), room + len(backported)
-    if len(name) > room >= 12:
-        keep = room - 1
-        name = name[: keep - keep // 2] + "…" + name[len(name) - keep // 2 :]
+    if len(name) > room:
+        name = _middle(name, max(room, 2))
     text = head + name + tail
-    return text if len(text) <= SUBJECT_LIMIT else text[: SUBJECT_LIMIT - 1] + "…"
+    if len(text) > SUBJECT_LIMIT:  # a supplier name or a reason of its own length: shorten those too
+        text = _middle(head + name, max(2, SUBJECT_LIMIT - len(tail))) + tail
+    return text if len(text) <= SUBJECT_LIMIT else _middle(text, SUBJECT_LIMIT)
+
+
+def _middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its middle given way to "…"."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep - keep // 2] + "…" + (text[len(text) - keep // 2 :] if keep // 2 else "")
 
 
 def since(manifest: Mapping[str, Any]) -> str:
@@ -94,7 +105,7 @@ def component_line(c: Mapping[str, Any]) -> str:
     parts = [f"{c['files']:,} files", f"{100.0 * classes.get('identical', 0) / nonempty:.1f} % identical"]
     if c.get("license"):
         origin = "licence" if c.get("license_source") == "drop" else "upstream licence"
-        parts.insert(0, f"{origin} {c['license']}")
+        parts.insert(0, f"{origin} {described(str(c['license']))}")
     elif view.licence_unknown(c):
         parts.insert(0, "licence unknown")
     if c.get("trust"):
@@ -106,7 +117,7 @@ def component_line(c: Mapping[str, Any]) -> str:
     if commits:
         parts.append(f"backports cite {view.plural(commits, 'upstream commit')}")
     if c["missing"]:
-        parts.append(f"{len(c['missing']):,} upstream files missing")
+        parts.append(view.plural(len(c["missing"]), "upstream file") + " missing")
     runner = c.get("runner_up")
     if c["identified"] and runner:  # the evidence for "this release, not that one"
         parts.append(
@@ -123,7 +134,10 @@ def body(
     review_limit: int = 50,
     links: Mapping[str, str] | None = None,
     links_expire: int | None = None,
+    local: Mapping[str, str] | None = None,
 ) -> str:
+    """The e-mail's body. ``links``: presigned URLs of the reports (the deployed service); ``local``:
+    the files a local run wrote (name -> path or file: URI), listed instead of the bucket's keys."""
     s = manifest["summary"]
     src = manifest["source"]
     lines = [
@@ -132,8 +146,10 @@ def body(
         f"Scan:      {manifest['scan_id']}",
         f"Status:    {manifest['status']}" + (f" — {manifest['reason']}" if manifest["reason"] else ""),
         f"Verdict:   {manifest['verdict']}",
+        *_database_lines(manifest),
         "",
-        f"{s['files']:,} files; {s['review']:,} ({s['review_pct']:.1f}%) need review{_cleared_text(s)}.",
+        f"{view.plural(s['files'], 'file')}; {s['review']:,} ({s['review_pct']:.1f}%) need review"
+        f"{_cleared_text(s)}.",
         "  " + ", ".join(f"{n:,} {c}" for c, n in s["classes"].items() if n),
         *_evidence_counts(s),
         "",
@@ -180,8 +196,19 @@ def body(
         lines.append("Unreadable nested archives:")
         lines += [f"  {f['path']}: {f['unreadable']}" for f in unreadable[:review_limit]]
         lines.append("")
-    lines += _report_lines(manifest, links, links_expire)
+    lines += _report_lines(manifest, links, links_expire, local)
     return "\n".join(lines)
+
+
+def _database_lines(manifest: Mapping[str, Any]) -> list[str]:
+    """``Database:  ~/.local/share/dropscan (embedded; 2 packages, 3 releases: busybox 1.35.0, …)``."""
+    db = manifest.get("database")
+    if not db:
+        return []
+    held = [f"{p} {', '.join(v)}" for p, v in (db.get("held") or {}).items()]
+    shown = "; ".join(held[:5]) + ("; …" if len(held) > 5 or db["packages"] > len(held) else "")
+    counts = f"{view.plural(int(db['packages']), 'package')}, {view.plural(int(db['releases']), 'release')}"
+    return [f"Database:  {db['location']} ({db['kind']}; {counts}" + (f": {shown})" if held else ")")]
 
 
 def _flag_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
@@ -204,7 +231,8 @@ def _flag_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
     for f in found[:limit]:
         label = "ACTION" if f.get("severity") == "action-required" else "review"
         label = "cleared" if f.get("cleared") else label  # on a file an auditor accepted with it
-        lines.append(f"  {label:<6} {f.get('kind', ''):<20} {view.flag_location(f)}")
+        upstream = "  (upstream's own text)" if f.get("upstream_text") else ""
+        lines.append(f"  {label:<6} {f.get('kind', ''):<20} {view.flag_location(f)}{upstream}")
         if f.get("detail"):
             lines.append(f"         {f['detail']}")
         if f.get("evidence"):
@@ -249,7 +277,11 @@ def _licence_lines(review: list[Mapping[str, Any]]) -> list[str]:
     width = max(len(e) for e in files_of)
     for expr, paths in sorted(files_of.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         example = ", ".join(p.rsplit("/", 1)[-1] for p in paths[:3]) + (", …" if len(paths) > 3 else "")
-        lines.append(f"  {expr:<{width}} {len(paths):>6,} file{'s' if len(paths) != 1 else ' '}  ({example})")
+        name = names_of(expr)
+        lines.append(
+            f"  {expr:<{width}} {len(paths):>6,} file{'s' if len(paths) != 1 else ' '}  ({example})"
+            + (f" — {name}" if name else "")
+        )
     return [*lines, ""]
 
 
@@ -316,9 +348,14 @@ def _backport_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
 
 
 def _report_lines(
-    manifest: Mapping[str, Any], links: Mapping[str, str] | None = None, links_expire: int | None = None
+    manifest: Mapping[str, Any],
+    links: Mapping[str, str] | None = None,
+    links_expire: int | None = None,
+    local: Mapping[str, str] | None = None,
 ) -> list[str]:
     reports = manifest.get("reports") or {}
+    if local:
+        return ["Reports (files of this run):", *[f"  {name:<10} {path}" for name, path in local.items()], ""]
     if not reports:
         return []
     lines = [

@@ -69,10 +69,15 @@ def severity_rank(severity: str | None) -> int:
 
 
 def flags(manifest: Manifest) -> list[dict[str, Any]]:
-    """The red flags, most severe first, then by path and line."""
+    """The red flags, most severe first, the vendor's before upstream's own text, then by path and line."""
     return sorted(
         manifest.get("flags") or [],
-        key=lambda f: (severity_rank(f.get("severity")), f.get("path") or "", f.get("line") or 0),
+        key=lambda f: (
+            severity_rank(f.get("severity")),
+            bool(f.get("upstream_text")),  # upstream's own text below the vendor's
+            f.get("path") or "",
+            f.get("line") or 0,
+        ),
     )
 
 
@@ -296,6 +301,13 @@ def limit_note(manifest: Manifest) -> str | None:
 def plural(n: int, singular: str, plural_form: str | None = None) -> str:
     """``1 backported upstream fix``, ``16 backported upstream fixes``."""
     return f"{n:,} {singular if n == 1 else (plural_form or singular + 's')}"
+
+
+def duration(seconds: float) -> str:
+    """``141 s``, ``2.4 s``, ``less than a second``: never "0 s" for work that took time."""
+    if seconds < 1:
+        return "less than a second"
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:,.0f} s"
 
 
 def short(commit: Any) -> str:

@@ -30,6 +30,7 @@ from dropscan.archive import MAGIC_SPAN, compressor_of
 from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.archive.inflate import CODECS
 from dropscan.audit import decision_rules, delta, findings, licenses
+from dropscan.audit.flags import mark_upstream_text
 from dropscan.audit.manifest import to_json
 from dropscan.audit.triage_plan import (
     Entry,
@@ -118,6 +119,7 @@ def _triage_into(
     extracted, found, upstream = _detect(svc, manifest, workers, parts)
     findings.apply(manifest, found)
     _evidence_into(svc, manifest, extracted, upstream)
+    mark_upstream_text(manifest)  # flags on lines the vendor did not write: counted again by settle
     decision_rules.reopen(manifest)  # a decision that did not see what the file now carries
     decision_rules.settle(manifest)
     for f in manifest["files"]:

@@ -1,0 +1,294 @@
+"""``dropscan scan``: ingest the upstreams, upload the drop, wait for its manifest, and say where the
+results and the database it used are."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dropscan.cli.common import UsageError, default_data_dir, progress, where
+from dropscan.keys import parse_archive_name
+from dropscan.models import Scan, Trust
+
+
+@dataclass(frozen=True)
+class UpstreamArg:
+    package: str
+    version: str
+    archive: Path
+
+
+def parse_upstream(text: str) -> UpstreamArg:
+    """PACKAGE@VERSION=ARCHIVE, or just ARCHIVE named like busybox-1.35.0.tar.bz2."""
+    spec, sep, path = text.partition("=")
+    if not sep:
+        spec, path = "", text
+    archive = Path(path).expanduser()
+    if spec:
+        package, at, version = spec.partition("@")
+        if not at or not package or not version:
+            raise UsageError(f"--upstream {text!r}: expected PACKAGE@VERSION=ARCHIVE")
+    else:
+        parsed = parse_archive_name(archive.name)
+        if parsed is None:
+            raise UsageError(
+                f"--upstream {text!r}: cannot tell package and version; use PACKAGE@VERSION=ARCHIVE"
+            )
+        package, version = parsed
+    if not archive.is_file():
+        raise UsageError(f"--upstream {text!r}: no such file {archive}")
+    return UpstreamArg(package, version, archive)
+
+
+@dataclass(frozen=True)
+class ScanRequest:
+    """One ``dropscan scan``: a drop, the upstreams to ingest first, and where the results go."""
+
+    drop: Path
+    supplier: str = "local"
+    upstreams: Sequence[UpstreamArg] = ()
+    low_trust: Sequence[str] = ()
+    metadata: dict[str, str] = field(default_factory=dict)
+    manifest_out: Path | None = None
+    eml_dir: Path | None = None
+    data_dir: Path = field(default_factory=lambda: default_data_dir())
+    endpoint_url: str | None = None
+    stack: str | None = None
+    timeout: float = 3600.0
+    quiet: bool = False
+
+
+def cmd_scan(a: argparse.Namespace) -> int:
+    drop = Path(a.drop).expanduser()
+    if not drop.is_file():
+        raise UsageError(f"no such drop archive: {drop}")
+    metadata = {"components": ",".join(a.declare)} if a.declare else {}
+    if a.arch:
+        metadata["arch"] = a.arch
+    if a.product:
+        metadata["product"] = a.product
+    request = ScanRequest(
+        drop=drop,
+        supplier=a.supplier,
+        upstreams=[parse_upstream(u) for u in a.upstream],
+        low_trust=a.low_trust,
+        metadata=metadata,
+        manifest_out=Path(a.manifest_out) if a.manifest_out else None,
+        eml_dir=Path(a.eml_dir) if a.eml_dir else None,
+        data_dir=Path(a.data_dir),
+        endpoint_url=a.endpoint_url,
+        stack=a.stack,
+        timeout=a.timeout,
+        quiet=a.quiet,
+    )
+    return scan_drop(request)
+
+
+def scan_drop(r: ScanRequest) -> int:
+    """Ingest the upstreams, upload the drop, wait for its manifest and notification, save the results;
+    0 when the scan completed, 1 when it was rejected, failed or did not end in time."""
+    from dropscan.cli.common import open_stack
+
+    status = progress(r.quiet)
+    with open_stack(r.endpoint_url, r.stack, r.data_dir) as (client, mailbox, save_db_beside):
+        for u in r.upstreams:
+            size = size_text(u.archive.stat().st_size)
+            text = f"ingesting {u.package} {u.version} from {u.archive.name} ({size})"
+            with status(text + "…") as update, watching(client, text, update):
+                client.ingest(
+                    u.archive, u.package, u.version, trust=Trust.LOW if u.package in r.low_trust else None
+                )
+        for p in r.low_trust:
+            client.set_trust(p, Trust.LOW)
+        save_db_beside()
+        database = database_record(client, *where(r.endpoint_url, r.stack, r.data_dir))
+        text = f"scanning {r.drop.name} ({size_text(r.drop.stat().st_size)})"
+        with status(f"{text}: uploading…") as update:
+            key, scan_id = client.upload_drop(r.drop, r.supplier, metadata=r.metadata)
+            with watching(client, text, update, scan_id):
+                manifest = client.wait_manifest(r.supplier, scan_id, timeout=r.timeout)
+        if manifest is None:
+            print(
+                f"dropscan: no manifest for {key} within {r.timeout:.0f} s (scan {scan_id})", file=sys.stderr
+            )
+            return 1
+        manifest["database"] = database
+        note = None
+        if mailbox is not None:
+            with status("waiting for the notification…"):
+                client.pump(lambda: bool(mailbox.for_scan(scan_id)), 60)
+            notes = mailbox.for_scan(scan_id)
+            note = notes[0] if notes else None
+        beside_eml = r.eml_dir / scan_id / "manifest.json" if r.eml_dir and mailbox is not None else None
+        local = _save_results(client, manifest, r.manifest_out or beside_eml)
+        if note is not None and r.eml_dir:
+            from dropscan.local.embedded import Notification, write_eml
+            from dropscan.reports.summary import body
+
+            # the run's own e-mail links the files it wrote, not a bucket that ends with the run
+            links = {name: path.resolve().as_uri() for name, path in local.items()}
+            message = body(manifest, local=links) if links else note.message
+            write_eml(Notification(note.subject, message, note.attributes), r.eml_dir, scan_id)
+    if not r.quiet:
+        from dropscan.reports.summary import body, subject
+
+        print(subject(manifest))
+        print()
+        print(body(manifest, local={name: str(path) for name, path in local.items()} or None))
+    return 0 if manifest["status"] == "complete" else 1
+
+
+def _save_results(client: Any, manifest: dict[str, Any], manifest_out: Path | None) -> dict[str, Path]:
+    """The manifest at ``manifest_out`` and the reports triage wrote beside it (not rendered again: a big
+    drop's documents take a while); name -> local file, empty without a place to put them."""
+    if manifest_out is None:
+        return {}
+    from dropscan.audit.manifest import to_json
+
+    manifest_out.parent.mkdir(parents=True, exist_ok=True)
+    manifest_out.write_text(to_json(manifest))
+    reports = client.download_reports(manifest, manifest_out.parent)
+    names = list((manifest.get("reports") or {}).keys())
+    return {"manifest": manifest_out, **dict(zip(names, reports, strict=True))}
+
+
+def database_record(client: Any, kind: str, location: str) -> dict[str, Any]:
+    """The upstream database a scan is answered from: where it is and what it held (``database``)."""
+    packages = client.db.packages()
+    return {
+        "kind": kind,
+        "location": location,
+        "table": client.names.upstream_table,
+        "packages": len(packages),
+        "releases": sum(len(p.versions) for p in packages.values()),
+        "held": {name: list(p.versions) for name, p in sorted(packages.items())[:DATABASE_NAMES]},
+    }
+
+
+#: packages named in a manifest's ``database.held`` (the counts are of them all)
+DATABASE_NAMES = 50
+
+
+# ------------------------------------------------------------------ progress
+class watching:
+    """While the client waits on the stack, the scan's counts (or the time an ingest takes) on the status
+    line, looked up at most every REFRESH_S seconds."""
+
+    REFRESH_S = 0.5
+
+    def __init__(
+        self,
+        client: Any,
+        text: str,
+        update: Callable[[str], None],
+        scan_id: str | None = None,
+    ) -> None:
+        self.client, self.text, self.update, self.scan_id = client, text, update, scan_id
+        self._pump = client.pump
+        self._start = self._last = time.monotonic()
+
+    def __enter__(self) -> watching:
+        def pump(done: Callable[[], bool], timeout: float) -> bool:
+            return bool(self._pump(lambda: self._look() or done(), timeout))
+
+        self.client.pump = pump
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.pump = self._pump
+
+    def _look(self) -> bool:
+        now = time.monotonic()
+        if now - self._last >= self.REFRESH_S:
+            self._last = now
+            elapsed = f"{now - self._start:.0f} s"
+            if self.scan_id is None:
+                self.update(f"{self.text}: {elapsed}…")
+            else:
+                self.update(f"{self.text}: {scan_progress(self.client.scans.get(self.scan_id))}, {elapsed}…")
+        return False
+
+
+def scan_progress(scan: Scan | None) -> str:
+    """``unpacked 1 of 1 part: 2,835 files, 14.2 MB; looked up 1 of 1 chunk; triage 0 of 1 part``."""
+    if scan is None:
+        return "waiting for the unpack"
+    opened = len(scan.parts_open) if scan.parts_open is not None else 1
+    closed = len(scan.parts_closed) if scan.parts_open is not None else int(scan.chunks_total is not None)
+    if not closed:
+        return f"unpacking ({opened:,} part{'s' if opened != 1 else ''})"
+    said = [f"unpacked {closed:,} of {_n(opened, 'part')}: {_n(scan.members, 'file')}, "
+            f"{size_text(scan.unpacked_bytes)}"]  # fmt: skip
+    if scan.chunks_total:
+        said.append(f"looked up {scan.chunks_done:,} of {_n(scan.chunks_total, 'chunk')}")
+    if scan.finalized_at:
+        parts = max(1, scan.triage_parts)
+        said.append(f"triage {len(scan.triage_done):,} of {_n(parts, 'part')}")
+    return "; ".join(said)
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def size_text(size: int) -> str:
+    """``2.5 MB``, ``812 bytes``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size:,} bytes"
+
+
+def add_scan_command(sub: Any, add_target: Callable[[argparse.ArgumentParser], None]) -> None:
+    p = sub.add_parser("scan", help="scan a drop through the whole flow and print its audit summary")
+    p.add_argument("drop", help="the drop archive (tar, tar.gz/bz2/xz/zst, zip, 7z ...)")
+    p.add_argument(
+        "--upstream",
+        action="append",
+        default=[],
+        metavar="PACKAGE@VERSION=ARCHIVE",
+        help="ingest this upstream release first (skipped when already in the database); repeatable",
+    )
+    p.add_argument(
+        "--low-trust",
+        action="append",
+        default=[],
+        metavar="PACKAGE",
+        help="mark this upstream package low-trust (its matches are reported as such); repeatable",
+    )
+    p.add_argument("--supplier", default="local", help="supplier name: the drop goes to drops/SUPPLIER/")
+    p.add_argument(
+        "--declare",
+        action="append",
+        default=[],
+        metavar="PACKAGE@VERSION",
+        help="a component the supplier says the drop holds (x-amz-meta-components); repeatable",
+    )
+    p.add_argument(
+        "--arch", help="the device's architecture (x-amz-meta-arch), e.g. mips: configurations must match"
+    )
+    p.add_argument(
+        "--product",
+        help="the product the drop is a release of (x-amz-meta-product), compared with its previous drop;"
+        " default: the drop's file name without version-like parts",
+    )
+    p.add_argument(
+        "--manifest-out",
+        metavar="FILE",
+        help="write the result manifest (JSON) here, and the reports (HTML, SPDX, CycloneDX) beside it",
+    )
+    p.add_argument(
+        "--eml-dir",
+        metavar="DIR",
+        help="write the notification as an .eml file here (embedded stack), linking the files of this run",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=3600.0, help="seconds to wait for the manifest (default 3600)"
+    )
+    add_target(p)
+    p.set_defaults(func=cmd_scan)
