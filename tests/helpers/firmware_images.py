@@ -66,6 +66,10 @@ BUSYBOX_LINKS = {
     "usr/sbin": ("telnetd", "httpd", "ntpd", "brctl"),
 }
 IPTABLES_LINKS = ("iptables", "iptables-save", "iptables-restore", "ip6tables")
+# U-Boot for the Malta board (little-endian) from Debian's u-boot-qemu (architecture all)
+BOOTLOADER_PACKAGE = "u-boot-qemu"
+BOOTLOADER = "usr/lib/u-boot/maltael/u-boot.bin"
+BOOTLOADER_SPAN = 512 * 1024
 ERASE_BLOCK = 128 * 1024
 LOAD_ADDRESS = "0x80100000"
 
@@ -89,6 +93,16 @@ def firmware_cache() -> Path:
     pytest.skip(f"no firmware cases in {cache} (make firmware-cases)")
 
 
+def need_tool(name: str) -> str:
+    """A Debian tool the firmware tests build with (make firmware-tools); skip without, unless required."""
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+    if found is None:
+        if os.environ.get(REQUIRE_ENV):
+            pytest.fail(f"{name} missing and {REQUIRE_ENV} is set: run `make firmware-tools`")
+        pytest.skip(f"{name} is not installed (make firmware-tools)")
+    return found
+
+
 def run(*cmd: str | Path, cwd: Path | None = None) -> None:
     """Run a tool; its own message on failure."""
     subprocess.run([str(c) for c in cmd], check=True, cwd=cwd, stdout=subprocess.DEVNULL)
@@ -98,7 +112,7 @@ def apt_download(debs: Path) -> list[Path]:
     """The packages' .deb files for ``ARCH``, downloaded by apt once (the architecture must be added)."""
     debs.mkdir(parents=True, exist_ok=True)
     kernel = _kernel_package()
-    wanted = [f"{p}:{ARCH}" for p in (*PACKAGES, kernel)]
+    wanted = [f"{p}:{ARCH}" for p in (*PACKAGES, kernel)] + [BOOTLOADER_PACKAGE]
     have = {p.name.split("_")[0] for p in debs.glob("*.deb")}
     missing = [w for w in wanted if w.split(":")[0] not in have]
     if missing:
@@ -130,7 +144,10 @@ def build_rootfs(debs: list[Path], root: Path) -> dict[str, str]:
     for deb in debs:
         name, version = deb.name.split("_")[:2]
         versions[name] = version.replace("%3a", ":")
-        run("dpkg-deb", "-x", deb, staging if name.startswith("linux-image-") else root)
+        if name == BOOTLOADER_PACKAGE:
+            run("dpkg-deb", "-x", deb, root.parent / "bootloader")
+        else:
+            run("dpkg-deb", "-x", deb, staging if name.startswith("linux-image-") else root)
     shutil.rmtree(root / "usr" / "share", ignore_errors=True)
     _add_kernel_modules(staging, root)
     for folder, names in BUSYBOX_LINKS.items():
@@ -183,11 +200,15 @@ def build_images(root: Path, staging: Path, out: Path) -> dict[str, str]:
     """Every image of ``root`` and of the kernel into ``out``; returns image name -> what it is."""
     out.mkdir(parents=True, exist_ok=True)
     images: dict[str, str] = {}
-    for comp in ("xz", "gzip"):
+    for comp in ("xz", "gzip", "zstd", "lzo", "lz4"):
         target = out / f"rootfs-{comp}.squashfs"
         target.unlink(missing_ok=True)
         run("mksquashfs", root, target, "-comp", comp, "-all-root", "-noappend", "-quiet", "-no-progress")
         images[target.name] = f"squashfs 4.0, {comp}"
+    run("mkfs.cramfs", root, out / "rootfs.cramfs")
+    images["rootfs.cramfs"] = "CramFS"
+    run("tar", "-czf", out / "rootfs.tar.gz", "--owner=0", "--group=0", "-C", root, ".")
+    images["rootfs.tar.gz"] = "tar.gz of the rootfs"
     cpio = out / "rootfs.cpio"
     names = subprocess.run(["find", "."], cwd=root, check=True, capture_output=True).stdout
     with cpio.open("wb") as sink:
@@ -224,10 +245,27 @@ def build_images(root: Path, staging: Path, out: Path) -> dict[str, str]:
     )  # fmt: skip
     lzma_kernel.unlink()
     images[uimage.name] = "legacy uImage, LZMA kernel"
+    raw = out / "vmlinux.bin"
+    raw.write_bytes(payload)
+    fit = out / "kernel.itb"
+    run("mkimage", "-f", "auto", "-A", "mips", "-O", "linux", "-T", "kernel", "-C", "none",
+        "-a", LOAD_ADDRESS, "-e", LOAD_ADDRESS, "-n", f"Linux-{release}", "-d", raw, fit)  # fmt: skip
+    images[fit.name] = "FIT image of the kernel"
+    (out / "vmlinux.bin.gz").write_bytes(_gzip(payload))
+    run("xz", "-kf", "--check=crc32", raw)
+    run("zstd", "-qf", raw, "-o", out / "vmlinux.bin.zst")
+    run("lz4", "-qf", "-l", raw, out / "vmlinux.bin.lz4")  # -l: the legacy frame the kernel uses
+    raw.unlink()
+    for suffix in ("gz", "xz", "zst", "lz4"):
+        images[f"vmlinux.bin.{suffix}"] = f"the raw kernel, compressed ({suffix})"
     kernel = uimage.read_bytes()
     kernel += b"\xff" * (-len(kernel) % ERASE_BLOCK)
     (out / "router.bin").write_bytes(kernel + (out / "rootfs-xz.squashfs").read_bytes())
     images["router.bin"] = "OpenWrt-style: uImage padded to an erase block, then squashfs xz"
+    loader = (root.parent / "bootloader" / BOOTLOADER).read_bytes()
+    loader += b"\xff" * (BOOTLOADER_SPAN - len(loader))
+    (out / "flash.bin").write_bytes(loader + (out / "router.bin").read_bytes())
+    images["flash.bin"] = "a whole flash: U-Boot (512 KiB), then router.bin"
     return images
 
 

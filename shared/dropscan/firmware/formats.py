@@ -19,6 +19,18 @@ from collections.abc import Iterator
 # the compression byte of a legacy uImage header (include/image.h: IH_COMP_*)
 UIMAGE_COMPRESSION = {0: "none", 1: "gzip", 2: "bzip2", 3: "lzma", 4: "lzo", 5: "lz4", 6: "zstd"}
 UIMAGE_TYPES = {2: "kernel", 3: "ramdisk", 4: "multi", 5: "firmware", 6: "script", 7: "filesystem"}
+# the architecture byte (IH_ARCH_*), named as dropscan names architectures
+UIMAGE_ARCH = {
+    2: "arm",
+    3: "x86",
+    5: "mips",
+    7: "powerpc",
+    9: "sh",
+    10: "sparc",
+    17: "mips",
+    22: "arm64",
+    26: "riscv",
+}
 SQUASHFS_COMPRESSION = {1: "gzip", 2: "lzma", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}
 
 CONTAINERS = frozenset(
@@ -35,6 +47,7 @@ class Found:
     fmt: str
     length: int | None = None
     detail: str = ""  # e.g. the squashfs or uImage compression, the uImage's name
+    arch: str | None = None  # the architecture a header states (a uImage's)
 
 
 _PATTERN = re.compile(
@@ -52,25 +65,40 @@ def sniff(head: bytes) -> Found | None:
     return None
 
 
-def scan(data: bytes | mmap.mmap, limit_offset: int | None = None) -> Iterator[Found]:
-    """Every plausible format start in ``data``, in order of offset (at most ``limit_offset``)."""
+def scan(data: bytes | mmap.mmap, limit_offset: int | None = None, start: int = 0) -> Iterator[Found]:
+    """Every plausible format start in ``data`` from ``start`` on, in the order their magics come
+    (at most ``limit_offset``)."""
     view = memoryview(data)
-    for match in _PATTERN.finditer(data):
+    for match in _PATTERN.finditer(data, start):
         at = match.start()
         token = match.group()
         if token == b"\x53\xef":  # ext's magic sits 1080 bytes into the file system
             at -= 1080
-            if at < 0:
+            if at < start:
                 continue
         elif token == b"ustar":
             at -= 257
-            if at < 0:
+            if at < start:
                 continue
         if limit_offset is not None and at > limit_offset:
             continue
         found = _check(view, at, token)
         if found is not None:
             yield found
+
+
+def carve(data: bytes | mmap.mmap) -> list[Found]:
+    """The formats of a blob one after the other: the search goes on past the end of each one whose
+    header states its length (a file system's own contents are read by its extractor, and a 6 GiB
+    sparse ext4 is not searched byte by byte), else from the byte after its start."""
+    finds: list[Found] = []
+    position = 0
+    while True:
+        found = next(scan(data, start=position), None)
+        if found is None:
+            return finds
+        finds.append(found)
+        position = found.offset + (found.length if found.length else 1)
 
 
 def _check(view: memoryview, at: int, token: bytes) -> Found | None:  # noqa: C901 - one case per magic
@@ -139,7 +167,8 @@ def _uimage(head: bytes, at: int) -> Found | None:
     name = head[32:64].split(b"\0")[0].decode("latin-1")
     comp = UIMAGE_COMPRESSION.get(head[31], f"compression {head[31]}")
     kind = UIMAGE_TYPES.get(head[30], f"type {head[30]}")
-    return Found(at, "uimage", 64 + size, f"{kind}, {comp}, {name}")
+    arch = UIMAGE_ARCH.get(head[29], f"arch {head[29]}")
+    return Found(at, "uimage", 64 + size, f"{kind}, {comp}, {name}", arch)
 
 
 def _fdt(view: memoryview, at: int) -> Found | None:
@@ -182,9 +211,15 @@ def _ext(view: memoryview, at: int) -> Found | None:
     block = bytes(view[at + 1024 : at + 1024 + 264])
     if len(block) < 264:
         return None
-    blocks_lo = struct.unpack_from("<I", block, 4)[0]
-    log_block = struct.unpack_from("<I", block, 24)[0]
+    inodes, blocks_lo = struct.unpack_from("<II", block, 0)
+    first_data, log_block = struct.unpack_from("<II", block, 20)
+    per_group = struct.unpack_from("<I", block, 32)[0]
     state = struct.unpack_from("<H", block, 58)[0]
-    if log_block > 6 or blocks_lo == 0 or state > 7:
+    revision = struct.unpack_from("<I", block, 76)[0]
+    # the fields a real superblock always has consistent: a two-byte magic alone is no file system
+    if log_block > 6 or not blocks_lo or not inodes or state > 7 or revision > 1:
         return None
-    return Found(at, "ext", blocks_lo * (1024 << log_block))
+    if first_data != (1 if log_block == 0 else 0) or per_group != 8 * (1024 << log_block):
+        return None
+    length = blocks_lo * (1024 << log_block)
+    return Found(at, "ext", length) if at == 0 or at + length <= len(view) else None

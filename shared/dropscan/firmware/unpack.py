@@ -16,6 +16,7 @@ import os
 import shutil
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from dropscan.archive.limits import GiB, LimitExceeded, Limits
@@ -51,6 +52,7 @@ class Blob:
     detail: str
     status: str  # "unpacked" | "unreadable"
     reason: str | None = None
+    arch: str | None = None  # as its header states it (uImage)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,6 +79,16 @@ class Unpacked:
 
     def files(self) -> list[Entry]:
         return [e for e in self.entries if e.kind == "file" and e.local is not None]
+
+    def contents(self) -> Iterator[tuple[str, bytes]]:
+        """Each extracted file's path in the image and its bytes, one at a time."""
+        for entry in self.files():
+            assert entry.local is not None
+            yield entry.path, entry.local.read_bytes()
+
+    def stated_arch(self) -> list[str]:
+        """The architectures the image's headers state (uImage), outermost first."""
+        return [b.arch for b in sorted(self.blobs, key=lambda b: b.path.count("!")) if b.arch]
 
 
 def unpack(
@@ -153,7 +165,9 @@ class _Walk:
             )
             # what it claims is skipped: the rest of a failed UBI is more UBI, not new formats
             return length if length is not None else source.stat().st_size - found.offset
-        self.result.blobs.append(Blob(path, found.fmt, found.offset, span, found.detail, "unpacked"))
+        self.result.blobs.append(
+            Blob(path, found.fmt, found.offset, span, found.detail, "unpacked", arch=found.arch)
+        )
         return span
 
     def _extract(
@@ -224,7 +238,7 @@ def _finds(source: Path, carve: bool) -> list[formats.Found]:
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
             if view[:4] == b"\x7fELF":
                 return []  # a kernel ELF or a program: inventoried, not carved
-            return _merge_blocks(sorted(formats.scan(view), key=lambda f: f.offset))
+            return _merge_blocks(formats.carve(view))
 
 
 def _merge_blocks(finds: list[formats.Found]) -> list[formats.Found]:
