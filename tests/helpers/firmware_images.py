@@ -63,7 +63,7 @@ BUSYBOX_LINKS = {
     "bin": ("sh", "ash", "ls", "cat", "cp", "mv", "rm", "mkdir", "mount", "umount", "ps", "dmesg", "ping"),
     "sbin": ("init", "ifconfig", "route", "insmod", "rmmod", "modprobe", "reboot", "udhcpc", "syslogd"),
     "usr/bin": ("wget", "vi", "tail", "top", "awk", "sed", "grep"),
-    "usr/sbin": ("telnetd", "httpd", "ntpd", "brctl"),
+    "usr/sbin": ("telnetd", "httpd", "crond", "brctl"),
 }
 IPTABLES_LINKS = ("iptables", "iptables-save", "iptables-restore", "ip6tables")
 # U-Boot for the Malta board (little-endian) from Debian's u-boot-qemu (architecture all)

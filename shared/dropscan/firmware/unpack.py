@@ -29,6 +29,8 @@ DEFAULT_SECONDS = 600.0
 # weak magics (two or three bytes, no checksum) at an offset other than 0 are tried, and dropped
 # silently when their extractor cannot read them: compiled code is full of them
 STRONG = frozenset({"squashfs", "uimage", "fit", "ubi", "cramfs"})
+# unclaimed stretches of an image shorter than this are padding between blobs, not content
+GAP_MIN = 4096
 # formats made of many blocks with a magic each: one blob from the first to the next other format
 BLOCKED = frozenset({"ubi", "ubifs", "jffs2"})
 # blobs whose payload is a kernel or loader: their own data is searched for an initramfs or a rootfs
@@ -132,10 +134,9 @@ class _Walk:
         if depth > self.budget.limits.depth:
             raise LimitExceeded(f"nested more than {self.budget.limits.depth} levels at {name}")
         finds = _finds(source, carve)
-        if not finds:
-            return False
         position = 0
         read_any = False
+        claimed: list[tuple[int, int]] = []
         for found in finds:
             if found.offset < position:
                 continue
@@ -145,7 +146,27 @@ class _Walk:
                 continue
             read_any = True
             position = found.offset + max(span, 1)
+            claimed.append((found.offset, position))
+        if depth == 0:
+            self._gaps(source, name, claimed)
         return read_any
+
+    def _gaps(self, source: Path, name: str, claimed: list[tuple[int, int]]) -> None:
+        """The image's bytes no format claimed (a bootloader before the kernel, a raw blob), as files
+        ``<image>@<offset>:data`` for the inventory; erased flash (all 0xff or 0x00) is left out."""
+        size = source.stat().st_size
+        start = 0
+        for begin, end in [*claimed, (size, size)]:
+            if begin - start >= GAP_MIN:
+                piece = extractors.segment(source, start, begin - start, self._dir() / "data", self.budget)
+                if not _erased(piece):
+                    self.result.entries.append(
+                        Entry(f"{name}@{start:#x}:data", "file", begin - start, name, local=piece)
+                    )
+                    self.budget.charge(entries=1)
+                elif piece != source:
+                    piece.unlink()
+            start = max(start, end)
 
     def _one(
         self, source: Path, name: str, found: formats.Found, finds: list[formats.Found], depth: int
@@ -226,6 +247,14 @@ class _Walk:
                         self.blob(local, path, depth + 1, carve=False)
                 else:
                     self.result.entries.append(Entry(path, "other", 0, container))
+
+
+def _erased(local: Path) -> bool:
+    with local.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            if block.strip(b"\xff") and block.strip(b"\0"):
+                return False
+    return True
 
 
 def _finds(source: Path, carve: bool) -> list[formats.Found]:
