@@ -39,15 +39,18 @@ def test_only_literals_of_one_component_are_distinctive() -> None:
 
 
 def test_a_binary_stating_nothing_goes_to_the_component_whose_literals_it_holds() -> None:
-    mine = frozenset(f"distinctive literal number {i}" for i in range(8))
-    other = frozenset(f"another component's literal {i}" for i in range(8))
+    mine = frozenset(f"distinctive literal number {i}" for i in range(16))
+    other = frozenset(f"another component's literal {i}" for i in range(16))
     sources = [_source("vendor-shell", None, None, mine), _source("tools-1.0", "tools", "1.0", other)]
     unique = matching.distinctive(sources)
-    strings = frozenset([*sorted(mine)[:6], "common text"])
+    strings = frozenset([*sorted(mine)[:12], "common text"])
     m = matching.match_binary(_binary("/usr/bin/prog"), strings, sources, unique)
-    assert (m.status, m.component, m.by, m.literals) == ("corresponds", "vendor-shell", "literals", 6)
+    assert (m.status, m.component, m.by, m.literals) == ("corresponds", "vendor-shell", "literals", 12)
     few = frozenset(sorted(mine)[: matching.MATCH_MIN - 1])
     assert matching.match_binary(_binary("/usr/bin/prog"), few, sources, unique).component is None
+    # enough of them, but a small share of a large binary's strings: shared messages, not its source
+    big = strings | {f"its own string {i}" for i in range(200)}
+    assert matching.match_binary(_binary("/lib/libc.so.6"), big, sources, unique).component is None
 
 
 def test_a_stated_version_other_than_the_components_is_wrong_version() -> None:

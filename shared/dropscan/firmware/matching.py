@@ -24,8 +24,11 @@ from dropscan.firmware.inventory import Binary, Inventory, Kernel
 
 # a literal is distinctive enough to count when it has this many characters and appears in the
 # sources of one component only; a component is the binary's when this many of its literals are there
+# and they are this share of the binary's strings (a C library shares dozens of a BusyBox's messages,
+# a small share of its own: docs/firmware.md has the figures)
 LITERAL_MIN = 8
-MATCH_MIN = 5
+MATCH_MIN = 10
+MATCH_SHARE = 0.10
 C_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.){' + str(LITERAL_MIN) + r',})"')
 ESCAPES = {"\\n": "\n", "\\t": "\t", '\\"': '"', "\\\\": "\\"}
 # what a binary states of itself, by package: identifiers the inventory reads
@@ -172,7 +175,7 @@ def match_binary(
     if component is None:
         scores = {prefix: len(lits & strings) for prefix, lits in unique.items()}
         best = max(scores, key=scores.__getitem__, default=None)
-        if best is not None and scores[best] >= MATCH_MIN:
+        if best is not None and scores[best] >= max(MATCH_MIN, MATCH_SHARE * len(strings)):
             component = next(s for s in sources if s.prefix == best)
             by, literals = "literals", scores[best]
     elif component.prefix in unique:

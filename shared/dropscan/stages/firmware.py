@@ -39,11 +39,11 @@ def firmware_section(
         clock["unpack"] = time.monotonic() - started
         started = time.monotonic()
         found = inventory.take(unpacked.contents(), unpacked.stated_arch())
-        strings = _strings_of_unstated(unpacked, found)
         clock["inventory"] = time.monotonic() - started
         started = time.monotonic()
         components = list(manifest.get("components") or [])
         sources = read_drop(drop, [str(c.get("prefix") or "") for c in components]).sources(components)
+        strings = _strings_to_place(unpacked, found, {s.package for s in sources if s.package})
         matches = matching.match_all(found, strings, sources)
         kernel = _kernel_check(found, sources)
         applets = _applet_check(found, sources)
@@ -53,9 +53,12 @@ def firmware_section(
     return _section(image, unpacked, found, matches, kernel, applets, clock)
 
 
-def _strings_of_unstated(unpacked: unpack.Unpacked, found: inventory.Inventory) -> dict[str, frozenset[str]]:
-    """Printable strings of the binaries that state no identifier (those the literals must place)."""
-    wanted = {b.path for b in found.binaries if matching.stated(b)[0] is None}
+def _strings_to_place(
+    unpacked: unpack.Unpacked, found: inventory.Inventory, packages: set[str]
+) -> dict[str, frozenset[str]]:
+    """Printable strings of the binaries whose identifiers name no package of the drop: the literals
+    must place them."""
+    wanted = {b.path for b in found.binaries if matching.stated(b)[0] not in packages}
     strings = {}
     for entry in unpacked.files():
         if entry.path in wanted and entry.local is not None:
