@@ -99,6 +99,11 @@ firmware-cases: install firmware-tools
 	@apt-cache show busybox-static:mipsel >/dev/null 2>&1 || apt-get update -qq
 	$(BIN)/python tests/helpers/firmware_images.py --cache $(CURDIR)/.cache/firmware
 
+# Unpack + inventory of the router image against unsquashfs of its rootfs alone (medians, one run)
+.PHONY: bench-firmware
+bench-firmware: firmware-cases
+	$(BIN)/python bench/firmware_unpack.py --cache .cache/firmware --runs 5 --out bench-out/firmware
+
 # Debian's Chromium for the screenshot test of the HTML report (skipped without it, unless
 # DROPSCAN_REQUIRE_BROWSER=1); about 70 s to install on these machines.
 browser:

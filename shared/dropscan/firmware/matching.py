@@ -35,9 +35,10 @@ ESCAPES = {"\\n": "\n", "\\t": "\t", '\\"': '"', "\\\\": "\\"}
 STATED_PACKAGES = ("busybox", "linux", "u-boot")
 # binaries known by a SONAME or a program name, for those no component of the drop claims
 IDENTIFIED: tuple[tuple[re.Pattern[str], str, str], ...] = (
-    (re.compile(r"^(libc|libm|libpthread|libdl|librt|libresolv|libutil|libanl)\.so\.\d+$|^ld\.so\.1$"),
+    (re.compile(r"^(libc|libm|libpthread|libdl|librt|libresolv|libutil|libanl|libBrokenLocale|libnsl|libnss_\w+"
+                r"|libc_malloc_debug|libthread_db|libmemusage|libpcprofile)\.so(\.\d+)*$|^ld\.so\.1$"),
      "glibc", "LGPL-2.1-or-later"),
-    (re.compile(r"^lib(xtables|ip4tc|ip6tc)\.so\.\d+$|^xtables-(legacy|nft)-multi$|^libxt_|^libipt_|^libip6t_"),
+    (re.compile(r"^lib(xtables|ip4tc|ip6tc)\.so\.\d+$|^xtables-(legacy|nft)-multi$|^lib(xt|ipt|ip6t|ebt|arpt)_|^nfnl_osf$"),
      "iptables", "GPL-2.0-or-later"),
     (re.compile(r"^libnftnl\.so\.\d+$"), "libnftnl", "GPL-2.0-or-later"),
     (re.compile(r"^libmnl\.so\.\d+$"), "libmnl", "LGPL-2.1-or-later"),
