@@ -98,6 +98,26 @@ cases:
 	@[ -n "$(CASES_SRC)" ] || { echo "no ../shared/cases beside the checkout"; exit 1; }
 	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) busybox
 
+# Router images built from Debian bookworm's mipsel binaries with the real tools (issue 35): the Debian
+# extractors and image builders, the foreign architecture, then tests/helpers/firmware_images.py caches
+# the packages and images in .cache/firmware (the tests that need them skip without it, unless
+# DROPSCAN_REQUIRE_FIRMWARE=1).
+FIRMWARE_DEBS := squashfs-tools u-boot-tools mtd-utils e2fsprogs cpio util-linux lz4 zstd
+.PHONY: firmware-tools firmware-cases
+firmware-tools:
+	@command -v mksquashfs >/dev/null && command -v dumpimage >/dev/null && command -v ubinize >/dev/null && \
+	  command -v fsck.cramfs >/dev/null || { apt-get update -qq && apt-get install -y -qq $(FIRMWARE_DEBS) >/dev/null; }
+
+firmware-cases: install firmware-tools
+	@dpkg --print-foreign-architectures | grep -qx mipsel || dpkg --add-architecture mipsel
+	@apt-cache show busybox-static:mipsel >/dev/null 2>&1 || apt-get update -qq
+	$(BIN)/python tests/helpers/firmware_images.py --cache $(CURDIR)/.cache/firmware
+
+# Unpack + inventory of the router image against unsquashfs of its rootfs alone (medians, one run)
+.PHONY: bench-firmware
+bench-firmware: firmware-cases
+	$(BIN)/python bench/firmware_unpack.py --cache .cache/firmware --runs 5 --out bench-out/firmware
+
 # Debian's Chromium for the screenshot test of the HTML report (skipped without it, unless
 # DROPSCAN_REQUIRE_BROWSER=1); about 70 s to install on these machines.
 browser:

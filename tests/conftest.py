@@ -55,6 +55,8 @@ ENABLED_BY = (
     ("make image-test", "make image-test"),
     ("make package", "make package"),
     ("make cases", "make cases"),
+    ("make firmware-cases", "make firmware-cases"),
+    ("make firmware-tools", "make firmware-tools"),
     ("make awscli", "make awscli"),
     ("chromium", "make browser"),
     ("ScanCode", "make install (ScanCode Toolkit, the '.[triage]' extra)"),

@@ -1,0 +1,132 @@
+"""Matching rules (dropscan.firmware.matching, pure): distinctive literals, statuses, kernel and BusyBox
+checks, the verdict."""
+
+from __future__ import annotations
+
+from dropscan.firmware import matching
+from dropscan.firmware.inventory import Binary, Elf, Kernel
+from dropscan.firmware.sources import _package_of, makefile_version
+
+
+def _elf(soname: str | None = None, rel: bool = False) -> Elf:
+    return Elf("EM_MIPS", "mips", 32, "little", "REL" if rel else "DYN", None, None, (), soname, ())
+
+
+def _binary(path: str, **kw: object) -> Binary:
+    fields: dict[str, object] = {"path": path, "size": 1, "sha256": "0" * 64, "kind": "elf", "elf": _elf()}
+    fields.update(kw)
+    return Binary(**fields)  # type: ignore[arg-type]
+
+
+def _source(
+    prefix: str, package: str | None, version: str | None, literals: frozenset[str] = frozenset()
+) -> matching.Source:
+    return matching.Source(prefix, package, version, "GPL-2.0-only", literals)
+
+
+def test_c_literals_are_split_at_format_directives_and_short_parts_dropped() -> None:
+    text = r'printf("usage: tool [OPTIONS] FILE\n"); err("%s: cannot open %s: %m"); s = "tiny";'
+    assert matching.c_literals(text) == {"usage: tool [OPTIONS] FILE", ": cannot open "}
+
+
+def test_only_literals_of_one_component_are_distinctive() -> None:
+    a = _source("a-1.0", "a", "1.0", frozenset({"shared message here", "only in a, long enough"}))
+    b = _source("b-2.0", "b", "2.0", frozenset({"shared message here", "only in b, long enough"}))
+    assert matching.distinctive([a, b]) == {
+        "a-1.0": frozenset({"only in a, long enough"}),
+        "b-2.0": frozenset({"only in b, long enough"}),
+    }
+
+
+def test_a_binary_stating_nothing_goes_to_the_component_whose_literals_it_holds() -> None:
+    mine = frozenset(f"distinctive literal number {i}" for i in range(16))
+    other = frozenset(f"another component's literal {i}" for i in range(16))
+    sources = [_source("vendor-shell", None, None, mine), _source("tools-1.0", "tools", "1.0", other)]
+    unique = matching.distinctive(sources)
+    strings = frozenset([*sorted(mine)[:12], "common text"])
+    m = matching.match_binary(_binary("/usr/bin/prog"), strings, sources, unique)
+    assert (m.status, m.component, m.by, m.literals) == ("corresponds", "vendor-shell", "literals", 12)
+    few = frozenset(sorted(mine)[: matching.MATCH_MIN - 1])
+    assert matching.match_binary(_binary("/usr/bin/prog"), few, sources, unique).component is None
+    # enough of them, but a small share of a large binary's strings: shared messages, not its source
+    big = strings | {f"its own string {i}" for i in range(200)}
+    assert matching.match_binary(_binary("/lib/libc.so.6"), big, sources, unique).component is None
+
+
+def test_a_stated_version_other_than_the_components_is_wrong_version() -> None:
+    sources = [_source("busybox-1.30.1", "busybox", "1.30.1")]
+    m = matching.match_binary(_binary("/bin/busybox", busybox="1.35.0"), frozenset(), sources, {})
+    assert (m.status, m.component, m.version, m.by) == (
+        "wrong-version",
+        "busybox-1.30.1",
+        "1.35.0",
+        "identifier",
+    )
+    right = [_source("busybox-1.35.0", "busybox", "1.35.0")]
+    assert matching.match_binary(
+        _binary("/bin/busybox", busybox="1.35.0"), frozenset(), right, {}
+    ).status == ("corresponds")
+
+
+def test_binaries_without_source_are_named_and_judged_by_their_licence() -> None:
+    def status(binary: Binary) -> tuple[str, str | None, str | None]:
+        m = matching.match_binary(binary, frozenset(), [], {})
+        return m.status, m.package, m.license
+
+    assert status(_binary("/lib/libc.so.6", elf=_elf("libc.so.6"))) == (
+        "source-missing", "glibc", "LGPL-2.1-or-later",
+    )  # fmt: skip
+    assert status(_binary("/usr/sbin/xtables-legacy-multi"))[:2] == ("source-missing", "iptables")
+    assert status(_binary("/usr/sbin/dropbear")) == ("no-obligation", "dropbear", "MIT")
+    assert status(_binary("/lib/libgcc_s.so.1", elf=_elf("libgcc_s.so.1")))[0] == "no-obligation"
+    module = _binary(
+        "/lib/modules/x.ko",
+        kind="module",
+        elf=_elf(rel=True),
+        modinfo={"license": "GPL", "vermagic": "6.1.0 SMP"},
+    )
+    assert status(module)[0] == "source-missing"
+    assert status(_binary("/usr/bin/mystery")) == ("unknown", None, None)
+
+
+def test_kernel_checks_version_architecture_and_modules() -> None:
+    kernel = Kernel("6.1.0-50-4kc-malta", "6.1.176", "b", "gcc", "#1 SMP Debian 6.1.176-1", None)
+    ok = _binary("/m/a.ko", kind="module", modinfo={"vermagic": "6.1.0-50-4kc-malta SMP mod_unload"})
+    stray = _binary("/m/b.ko", kind="module", modinfo={"vermagic": "5.10.0-9-4kc-malta SMP"})
+    check = matching.check_kernel(
+        kernel, "mips", [ok, stray], "6.1.176", {"CONFIG_ARM": "y", "CONFIG_MIPS": "n"}
+    )
+    assert (check.config_arch, check.config_arch_mismatch, check.version_mismatch) == ("arm", True, False)
+    assert check.modules_other_release == ("/m/b.ko",)
+    right = matching.check_kernel(kernel, "mips", [ok], "6.1.170", {"CONFIG_MIPS": "y"})
+    assert (right.config_arch_mismatch, right.version_mismatch) == (False, True)
+
+
+def test_the_kernel_configuration_is_compared_option_by_option_when_built_in() -> None:
+    config = {"CONFIG_MIPS": "y", "CONFIG_NETFILTER": "y", "CONFIG_USB": "m"}
+    kernel = Kernel("6.1.176", "6.1.176", "b", "gcc", "#1", config)
+    drop = {"CONFIG_MIPS": "y", "CONFIG_NETFILTER": "n", "CONFIG_USB": "m", "CONFIG_SOUND": "y"}
+    check = matching.check_kernel(kernel, "mips", [], "6.1.176", drop)
+    assert check.option_differences == {"CONFIG_NETFILTER": ("y", "n"), "CONFIG_SOUND": (None, "y")}
+
+
+def test_applets_the_busybox_config_leaves_out_are_named() -> None:
+    config = {"CONFIG_HTTPD": "n", "CONFIG_LS": "y", "CONFIG_TEST1": "y"}
+    assert matching.check_applets(["[", "ls", "httpd", "ntpd"], config) == ["httpd"]
+
+
+def test_the_verdict_of_the_pair() -> None:
+    def m(status: str) -> matching.Match:
+        return matching.Match("/x", status, None, None, None, None, "none")
+
+    assert matching.verdict([m("corresponds"), m("no-obligation"), m("unknown")], None) == "complete"
+    assert matching.verdict([m("corresponds"), m("source-missing")], None) == "incomplete"
+    assert matching.verdict([m("wrong-version"), m("source-missing")], None) == "wrong"
+
+
+def test_makefile_versions_and_folder_names() -> None:
+    assert makefile_version("VERSION = 6\nPATCHLEVEL = 1\nSUBLEVEL = 176\nEXTRAVERSION =\n") == "6.1.176"
+    assert makefile_version("# nothing\n") is None
+    assert _package_of("linux-6.1.176") == "linux"
+    assert _package_of("busybox-1.35.0/") == "busybox"
+    assert _package_of("vendor") is None
