@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from dropscan import __version__
 from dropscan.cli.memory import add_memory_commands
+from dropscan.cli.web import add_web_commands
 from dropscan.keys import parse_archive_name
 from dropscan.models import Trust
 from dropscan.reports import FORMATS
@@ -488,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     add_memory_commands(sub, _add_target)
+    add_web_commands(sub)
 
     p = sub.add_parser("up", help="run the local stack as a moto server with the dispatcher")
     p.add_argument("--host", default="127.0.0.1")

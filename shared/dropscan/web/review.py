@@ -1,0 +1,208 @@
+"""A scan's review set as the desk pages it: one row per review file with its decision state, filters,
+groups and pages. Pure: the manifest and the decisions come in, values go out.
+
+The rows of a manifest are built once and kept (``rows``); each request filters and counts them anew,
+which is a pass over a list: a 120,000-file review set is paged on the server, never sent whole.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from dropscan.audit.decisions import in_review_class
+from dropscan.models import Decision
+from dropscan.reports import view
+
+#: the decision states a review file can be in, in the order the desk lists them
+STATES = ("open", "reopened", "needs-action", "rejected", "accepted", "backport")
+GROUPS = ("component", "folder", "flag", "state")
+PAGE_SIZE = 100
+GROUPS_SHOWN = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    path: str
+    sha256: str
+    cls: str
+    component: str
+    folder: str
+    flags: tuple[str, ...]  # kinds, most severe first
+    severity: str  # the most severe flag's, or ""
+    licences: tuple[str, ...]
+    state: str
+    by: str = ""
+    at: str = ""
+
+
+@dataclass
+class Query:
+    """What a review page asks for (its query string), checked: unknown values are ignored."""
+
+    component: str = ""
+    folder: str = ""
+    flag: str = ""
+    state: str = ""
+    q: str = ""
+    group: str = "state"
+    page: int = 1
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> Query:
+        try:
+            page = max(1, int(params.get("page") or 1))
+        except ValueError:
+            page = 1
+        group = params.get("group") or "state"
+        state = params.get("state") or ""
+        return cls(
+            component=params.get("component") or "",
+            folder=params.get("folder") or "",
+            flag=params.get("flag") or "",
+            state=state if state in STATES or state == "all" else "",
+            q=(params.get("q") or "")[:200],
+            group=group if group in GROUPS else "state",
+            page=page,
+        )
+
+    def params(self, **changes: Any) -> dict[str, str]:
+        """The query string of this page with ``changes`` (empty values left out)."""
+        values = {k: getattr(self, k) for k in ("component", "folder", "flag", "state", "q", "group")}
+        values.update({k: v for k, v in changes.items() if k != "page"})
+        out = {k: str(v) for k, v in values.items() if v}
+        page = changes.get("page", 1)
+        if page and int(page) > 1:
+            out["page"] = str(page)
+        return out
+
+
+@dataclass
+class Page:
+    rows: list[Row]
+    total: int  # rows matching the filters
+    page: int
+    pages: int
+    groups: list[tuple[str, int]]  # the grouping's values among the matching rows, most first
+    states: dict[str, int] = field(default_factory=dict)  # every row's state, unfiltered
+
+
+def _state(f: Mapping[str, Any]) -> tuple[str, str, str]:
+    d = f.get("decision")
+    if d:
+        if d.get("reopened"):
+            return "reopened", str(d.get("by") or ""), str(d.get("at") or "")
+        return str(d.get("verdict")), str(d.get("by") or ""), str(d.get("at") or "")
+    if view.is_backport(f):
+        return "backport", "", ""
+    return "open", "", ""
+
+
+def rows(manifest: Mapping[str, Any]) -> list[Row]:
+    """Every file of the review classes (modified, added; readable), sorted by path."""
+    flags_at: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for fl in manifest.get("flags") or []:
+        flags_at[str(fl.get("path") or "")].append(fl)
+    out = []
+    for f in manifest["files"]:
+        if not in_review_class(f):
+            continue
+        path = str(f["path"])
+        found = sorted(flags_at.get(path, ()), key=lambda fl: view.severity_rank(fl.get("severity")))
+        state, by, at = _state(f)
+        out.append(
+            Row(
+                path=path,
+                sha256=str(f["sha256"]),
+                cls=str(f["class"]),
+                component=str(f.get("component") or ""),
+                folder=view.folder(path),
+                flags=tuple(dict.fromkeys(str(fl.get("kind")) for fl in found)),
+                severity=str(found[0].get("severity") or "") if found else "",
+                licences=tuple(dict.fromkeys(lic["expression"] for lic in view.licence_findings(f))),
+                state=state,
+                by=by,
+                at=at,
+            )
+        )
+    out.sort(key=lambda r: r.path)
+    return out
+
+
+def overlay(all_rows: Sequence[Row], taken: Iterable[Decision], supplier: str) -> list[Row]:
+    """The rows with the decisions taken on the desk since the scan (later ones win; a supplier's own
+    over a global one, as a scan chooses): the review set as it stands now."""
+    latest: dict[str, Decision] = {}
+    for d in sorted(taken, key=lambda d: d.at):
+        if d.scope == "supplier" and d.supplier != supplier:
+            continue
+        digest = d.subject.removeprefix("sha256:")
+        held = latest.get(digest)
+        if held is not None and held.scope == "supplier" and d.scope == "global":
+            continue
+        latest[digest] = d
+    if not latest:
+        return list(all_rows)
+    return [
+        replace(r, state=x.verdict, by=x.by, at=x.at) if (x := latest.get(r.sha256)) else r for r in all_rows
+    ]
+
+
+def group_key(row: Row, group: str) -> str:
+    if group == "component":
+        return row.component or "(top level)"
+    if group == "folder":
+        return row.folder
+    if group == "flag":
+        return row.flags[0] if row.flags else "(no flag)"
+    return row.state
+
+
+def matching(all_rows: Sequence[Row], q: Query) -> list[Row]:
+    """The rows the filters keep. No state asked: every state but accepted and backport (the work left)."""
+    needle = q.q.lower()
+    out = []
+    for r in all_rows:
+        if q.state == "" and r.state in ("accepted", "backport"):
+            continue
+        if q.state not in ("", "all") and r.state != q.state:
+            continue
+        if q.component and r.component != q.component:
+            continue
+        if q.folder and not r.path.startswith(q.folder.rstrip("/") + "/") and r.folder != q.folder:
+            continue
+        if q.flag and (q.flag not in r.flags and not (q.flag == "(no flag)" and not r.flags)):
+            continue
+        if needle and needle not in r.path.lower():
+            continue
+        out.append(r)
+    return out
+
+
+def page(all_rows: Sequence[Row], q: Query, size: int = PAGE_SIZE) -> Page:
+    found = matching(all_rows, q)
+    found.sort(
+        key=lambda r: (
+            STATES.index(r.state) if q.group == "state" and r.state in STATES else 0,
+            group_key(r, q.group),
+            r.path,
+        )
+    )
+    pages = max(1, -(-len(found) // size))
+    n = min(q.page, pages)
+    counts = Counter(group_key(r, q.group) for r in found)
+    return Page(
+        rows=found[(n - 1) * size : n * size],
+        total=len(found),
+        page=n,
+        pages=pages,
+        groups=sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:GROUPS_SHOWN],
+        states=dict(Counter(r.state for r in all_rows)),
+    )
+
+
+def components(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(prefix, name) of each component, for the filter."""
+    return [(str(c.get("prefix") or ""), view.component_name(c)) for c in manifest.get("components") or []]
