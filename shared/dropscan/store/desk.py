@@ -3,15 +3,16 @@ decisions on contents and the append-only history of the decisions taken on the 
 
 The history shares the decisions table (no new table to grant, back up or export), in rows no scan
 reads: ``subject`` ``log:sha256:<hex>`` (every decision on that content, ``scope`` ``<at>#<scope
-key>#<by>``) and ``log:scan:<scan id>`` (the decisions taken while reviewing that scan, ``scope``
-``<at>#<sha256>#<scope key>``), each holding the whole decision as ``d``. A decision row itself is
-replaced by a later one (what the next scan applies); its history rows are only ever added.
+key>#<by>#<id>``) and ``log:scan:<scan id>`` (the decisions taken while reviewing that scan,
+``scope`` ``<at>#<sha256>#<scope key>#<id>``), each holding the whole decision as ``d``. A decision
+row itself is replaced by a later one (what the next scan applies); its history rows are only added.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -136,9 +137,10 @@ class Desk:
         rows: list[RawItem] = []
         for d in decided:
             digest = d.subject.removeprefix("sha256:")
-            rows.append(_log_row(f"{LOG}{d.subject}", f"{d.at}#{d.scope_key}#{d.by}", d))
+            once = uuid.uuid4().hex[:12]  # two decisions in one second are two rows, never one
+            rows.append(_log_row(f"{LOG}{d.subject}", f"{d.at}#{d.scope_key}#{d.by}#{once}", d))
             if d.scan_id:
-                rows.append(_log_row(f"{LOG}scan:{d.scan_id}", f"{d.at}#{digest}#{d.scope_key}", d))
+                rows.append(_log_row(f"{LOG}scan:{d.scan_id}", f"{d.at}#{digest}#{d.scope_key}#{once}", d))
         self.decisions.batch.put_many(rows)
         return merged.counts()
 

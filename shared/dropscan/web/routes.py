@@ -24,7 +24,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 
 from dropscan.audit.decisions import DecisionError, choose, in_review_class, record
-from dropscan.models import VERDICTS, Decision
+from dropscan.models import VERDICTS
 from dropscan.reports import view
 from dropscan.web import render, review
 from dropscan.web.access import Forbidden, User, check_state_change, csrf_token, user_of
@@ -308,13 +308,9 @@ def _history(user: User, entry: ScanEntry, sha256: str) -> list[dict[str, Any]]:
     decisions in force (the CLI's among them), newest first. A global decision taken on another
     supplier's drop is shown without saying where."""
     desk = backend().desk
-    seen: set[tuple[str, str, str]] = set()
-    found: list[Decision] = []
-    for d in [*desk.history_of(sha256), *desk.decisions_for([sha256], entry.supplier)]:
-        k = (d.at, d.by, d.scope_key)
-        if k not in seen:
-            seen.add(k)
-            found.append(d)
+    history = desk.history_of(sha256)
+    # the decisions in force that the desk's history lacks: the CLI's
+    found = history + [d for d in desk.decisions_for([sha256], entry.supplier) if d not in history]
     out = []
     for d in sorted(found, key=lambda d: d.at, reverse=True):
         visible = user.can_read(d.supplier)
