@@ -53,9 +53,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def modified(scanned: Scanned) -> str:
-    return next(
-        f["path"] for f in scanned.manifest["files"] if f["class"] == "modified" and f.get("evidence")
-    )
+    files = scanned.manifest["files"]
+    return str(next(f["path"] for f in files if f["class"] == "modified" and f.get("evidence")))
 
 
 def file_url(scanned: Scanned, path: str) -> str:
