@@ -6,6 +6,7 @@
 "use strict";
 (() => {
   const KEY = "dropscan.desk.token";
+  let shown = null; // the path of the page on screen
 
   function token() {
     const raw = sessionStorage.getItem(KEY);
@@ -34,7 +35,8 @@
     document.title = doc.title;
     document.body.replaceWith(doc.body);
     const u = new URL(resp.url);
-    const where = "/#" + u.pathname + u.search;
+    shown = u.pathname + u.search;
+    const where = "/#" + shown;
     if (how === "push") history.pushState(null, "", where);
     else if (how === "replace") history.replaceState(null, "", where);
     if (how !== "none") window.scrollTo(0, 0);
@@ -102,7 +104,10 @@
     }
   });
 
-  window.addEventListener("popstate", () => { if (location.pathname === "/") load(target(), {}, "none"); });
+  // back, forward, or a new "#/..." typed or opened: show that page, once
+  const follow = () => { if (location.pathname === "/" && target() !== shown) load(target(), {}, "none"); };
+  window.addEventListener("popstate", follow);
+  window.addEventListener("hashchange", follow);
 
   if (document.body.dataset.page === "signin") {
     if (token()) load(target(), {}, "replace");
