@@ -23,7 +23,7 @@ def _fail(message: str) -> int:
 
 
 def _supplier_ok(name: str) -> bool:
-    return parse_drop_key(f"drops/{name}/x") is not None
+    return parse_drop_key(f"drops/{name}/x") == (name, "x")
 
 
 def new_password() -> str:
