@@ -206,6 +206,22 @@ def test_a_decision_is_attributed_to_the_signed_in_user_whatever_the_form_says(w
     assert history.count('<td class="by">alice</td>') == 2 and "ask acme" in history and "fixed" in history
 
 
+def test_a_decision_the_rules_refuse_is_a_clear_400_and_writes_nothing(world: World) -> None:
+    alice = world.desk.sign_in("alice")
+    url = f"/scans/{world.acme.scan_id}/decisions"
+    path = "widget-1.0-acme/acme/leds.c"
+    for form in ({"path": path, "verdict": "maybe"}, {"path": "not/in/the/drop.c", "verdict": "accepted"},
+                 {"path": "widget-1.0-acme/README", "verdict": "accepted"}):  # fmt: skip
+        answer = alice.post(url, form | {"csrf": alice.csrf()})
+        assert answer.status == 400 and 'id="error-message"' in answer.body, form
+    assert world.es.client.decisions.for_contents([_sha(world.acme, path)], "acme") == []
+    nothing = alice.post(url, {"csrf": alice.csrf(), "verdict": "accepted"})  # nothing checked
+    assert nothing.status == 303 and "done=none" in nothing.location
+    headers = {"Authorization": f"Bearer {alice.token}", "X-CSRF-Token": alice.csrf()}
+    api = world.desk.call("POST", f"/api/scans/{world.acme.scan_id}/decisions", headers, b"[1, 2")
+    assert api.status == 400 and api.json()["message"] == "the body is not JSON"
+
+
 def test_a_global_decision_needs_the_group_for_it(world: World) -> None:
     alice, dave = world.desk.sign_in("alice"), world.desk.sign_in("dave")
     path = "widget-1.0-acme/src/w03.c"

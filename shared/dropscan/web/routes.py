@@ -266,6 +266,13 @@ def _notice(params: Mapping[str, str]) -> str:
 def scan_page(scan_id: str) -> Response[str]:
     user = _user()
     entry = _scan_for(user, scan_id)
+    if backend().desk.manifest(entry.supplier, entry.scan_id) is None:
+        message = (
+            f"{entry.drop} is still being scanned ({entry.status}); its review set comes with its manifest."
+        )
+        return _html(
+            render.page("error.html", title=entry.drop, message=message, user=user, csrf=csrf_token(user))
+        )
     m = _manifest(entry)
     params = _params()
     q = review.Query.parse(params)
