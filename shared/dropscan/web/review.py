@@ -8,8 +8,9 @@ which is a pass over a list: a 120,000-file review set is paged on the server, n
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 from dropscan.audit.decisions import in_review_class
@@ -36,6 +37,13 @@ class Row:
     state: str
     by: str = ""
     at: str = ""
+    component_key: str = ""  # the component, or "(top level)": its group
+    flag_key: str = ""  # the most severe flag's kind, or "(no flag)": its group
+
+
+#: the attribute of a row each grouping counts and orders by
+GROUP_ATTR = {"component": "component_key", "folder": "folder", "flag": "flag_key", "state": "state"}
+DONE = frozenset({"accepted", "backport"})  # left out unless asked for: the work left is the rest
 
 
 @dataclass
@@ -112,23 +120,44 @@ def rows(manifest: Mapping[str, Any]) -> list[Row]:
         path = str(f["path"])
         found = sorted(flags_at.get(path, ()), key=lambda fl: view.severity_rank(fl.get("severity")))
         state, by, at = _state(f)
+        component = str(f.get("component") or "")
+        kinds = tuple(dict.fromkeys(str(fl.get("kind")) for fl in found))
         out.append(
             Row(
                 path=path,
                 sha256=str(f["sha256"]),
                 cls=str(f["class"]),
-                component=str(f.get("component") or ""),
+                component=component,
                 folder=view.folder(path),
-                flags=tuple(dict.fromkeys(str(fl.get("kind")) for fl in found)),
+                flags=kinds,
                 severity=str(found[0].get("severity") or "") if found else "",
                 licences=tuple(dict.fromkeys(lic["expression"] for lic in view.licence_findings(f))),
                 state=state,
                 by=by,
                 at=at,
+                component_key=component or "(top level)",
+                flag_key=kinds[0] if kinds else "(no flag)",
             )
         )
     out.sort(key=lambda r: r.path)
     return out
+
+
+class Orders:
+    """A review set's rows in each grouping's order (by its key, then path), as positions: made once
+    per grouping and kept with the rows, so that no request sorts 120,000 rows. Decisions change
+    states, not positions: the orders hold for the rows with decisions laid over them."""
+
+    def __init__(self, base: Sequence[Row]) -> None:
+        self.base = base
+        self._orders: dict[str, list[int]] = {}
+
+    def of(self, group: str) -> list[int]:
+        if group not in self._orders:
+            key = attrgetter(GROUP_ATTR[group])
+            # the rows are sorted by path, and the sort is stable
+            self._orders[group] = sorted(range(len(self.base)), key=lambda i: key(self.base[i]))
+        return self._orders[group]
 
 
 def overlay(all_rows: Sequence[Row], taken: Iterable[Decision], supplier: str) -> list[Row]:
@@ -151,55 +180,63 @@ def overlay(all_rows: Sequence[Row], taken: Iterable[Decision], supplier: str) -
 
 
 def group_key(row: Row, group: str) -> str:
-    if group == "component":
-        return row.component or "(top level)"
-    if group == "folder":
-        return row.folder
-    if group == "flag":
-        return row.flags[0] if row.flags else "(no flag)"
-    return row.state
+    return str(getattr(row, GROUP_ATTR[group]))
+
+
+def _keep(q: Query) -> Callable[[Row], bool] | None:
+    """The filters of ``q`` as one test of a row (None: every row). No state asked: every state but
+    accepted and backport (the work left)."""
+    tests: list[Callable[[Row], bool]] = []
+    if q.state == "":
+        tests.append(lambda r: r.state not in DONE)
+    elif q.state != "all":
+        tests.append(lambda r: r.state == q.state)
+    if q.component:
+        tests.append(lambda r: r.component == q.component)
+    if q.folder:
+        prefix = q.folder.rstrip("/") + "/"
+        tests.append(lambda r: r.path.startswith(prefix) or r.folder == q.folder)
+    if q.flag:
+        tests.append(lambda r: q.flag in r.flags or (q.flag == "(no flag)" and not r.flags))
+    if q.q:
+        needle = q.q.lower()
+        tests.append(lambda r: needle in r.path.lower())
+    if not tests:
+        return None
+    if len(tests) == 1:
+        return tests[0]
+    return lambda r: all(t(r) for t in tests)
 
 
 def matching(all_rows: Sequence[Row], q: Query) -> list[Row]:
-    """The rows the filters keep. No state asked: every state but accepted and backport (the work left)."""
-    needle = q.q.lower()
-    out = []
-    for r in all_rows:
-        if q.state == "" and r.state in ("accepted", "backport"):
-            continue
-        if q.state not in ("", "all") and r.state != q.state:
-            continue
-        if q.component and r.component != q.component:
-            continue
-        if q.folder and not r.path.startswith(q.folder.rstrip("/") + "/") and r.folder != q.folder:
-            continue
-        if q.flag and (q.flag not in r.flags and not (q.flag == "(no flag)" and not r.flags)):
-            continue
-        if needle and needle not in r.path.lower():
-            continue
-        out.append(r)
-    return out
+    """The rows the filters keep, by path."""
+    keep = _keep(q)
+    return list(all_rows) if keep is None else [r for r in all_rows if keep(r)]
 
 
-def page(all_rows: Sequence[Row], q: Query, size: int = PAGE_SIZE) -> Page:
-    found = matching(all_rows, q)
-    found.sort(
-        key=lambda r: (
-            STATES.index(r.state) if q.group == "state" and r.state in STATES else 0,
-            group_key(r, q.group),
-            r.path,
-        )
-    )
+def page(all_rows: Sequence[Row], q: Query, size: int = PAGE_SIZE, orders: Orders | None = None) -> Page:
+    """One page of the rows the filters keep, in the grouping's order (by state: the order of
+    :data:`STATES`; else by the group's key), with the count of each group."""
+    keep = _keep(q)
+    if q.group == "state":
+        buckets: dict[str, list[Row]] = {s: [] for s in STATES}
+        for r in all_rows if keep is None else filter(keep, all_rows):
+            buckets.setdefault(r.state, []).append(r)
+        found = [r for rows_of in buckets.values() for r in rows_of]
+    else:
+        positions = (orders or Orders(all_rows)).of(q.group)
+        ordered = (all_rows[i] for i in positions)
+        found = list(ordered) if keep is None else [r for r in ordered if keep(r)]
     pages = max(1, -(-len(found) // size))
     n = min(q.page, pages)
-    counts = Counter(group_key(r, q.group) for r in found)
+    counts = Counter(map(attrgetter(GROUP_ATTR[q.group]), found))
     return Page(
         rows=found[(n - 1) * size : n * size],
         total=len(found),
         page=n,
         pages=pages,
         groups=sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:GROUPS_SHOWN],
-        states=dict(Counter(r.state for r in all_rows)),
+        states=dict(Counter(map(attrgetter("state"), all_rows))),
     )
 
 

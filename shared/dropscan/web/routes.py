@@ -172,17 +172,33 @@ def _manifest(entry: ScanEntry) -> dict[str, Any]:
     return m
 
 
-_rows: OrderedDict[tuple[str, str, int], list[review.Row]] = OrderedDict()
+@dataclass
+class _Indexed:
+    """What is kept of a scan's manifest between requests: its review rows and their orders, and
+    where each path is (a file page looks one up among 120,000)."""
+
+    rows: list[review.Row]
+    orders: review.Orders
+    files_at: dict[str, int]
+    copies: dict[str, int]
+
+
+_rows: OrderedDict[tuple[str, str, int], _Indexed] = OrderedDict()
 _rows_lock = threading.Lock()
 
 
-def _rows_of(scan_id: str, m: Mapping[str, Any]) -> list[review.Row]:
+def _indexed(scan_id: str, m: Mapping[str, Any]) -> _Indexed:
     key = (scan_id, str(m.get("finished_at")), len(m["files"]))
     with _rows_lock:
         if key in _rows:
             _rows.move_to_end(key)
             return _rows[key]
-    built = review.rows(m)
+    rows = review.rows(m)
+    files = m["files"]
+    copies: dict[str, int] = {}
+    for f in files:
+        copies[f["sha256"]] = copies.get(f["sha256"], 0) + 1
+    built = _Indexed(rows, review.Orders(rows), {f["path"]: i for i, f in enumerate(files)}, copies)
     with _rows_lock:
         _rows[key] = built
         while len(_rows) > ROWS_KEPT:
@@ -191,7 +207,8 @@ def _rows_of(scan_id: str, m: Mapping[str, Any]) -> list[review.Row]:
 
 
 def _current_rows(entry: ScanEntry, m: Mapping[str, Any]) -> list[review.Row]:
-    return review.overlay(_rows_of(entry.scan_id, m), backend().desk.taken_in(entry.scan_id), entry.supplier)
+    taken = backend().desk.taken_in(entry.scan_id)
+    return review.overlay(_indexed(entry.scan_id, m).rows, taken, entry.supplier)
 
 
 # ------------------------------------------------------------------ public
@@ -276,7 +293,7 @@ def scan_page(scan_id: str) -> Response[str]:
     m = _manifest(entry)
     params = _params()
     q = review.Query.parse(params)
-    pg = review.page(_current_rows(entry, m), q)
+    pg = review.page(_current_rows(entry, m), q, orders=_indexed(entry.scan_id, m).orders)
     desk = backend().desk
     keys = dict(m.get("reports") or {})
     from dropscan.keys import manifest_key
@@ -347,9 +364,11 @@ def file_page(scan_id: str) -> Response[str]:
     m = _manifest(entry)
     params = _params()
     path = params.get("path", "")
-    f = next((x for x in m["files"] if x["path"] == path), None)
-    if f is None:
+    index = _indexed(entry.scan_id, m)
+    at = index.files_at.get(path)
+    if at is None:
         raise Gone
+    f = m["files"][at]
     ev = view.evidence(f)
     commits_of = view.cited_commits(m)
     cited = dict.fromkeys(str(h["commit"]) for h in (ev or {}).get("hunks") or [] if h.get("commit"))
@@ -379,7 +398,7 @@ def file_page(scan_id: str) -> Response[str]:
         drop=view.drop_name(m),
         f=f,
         component=str(f.get("component") or "(top level)"),
-        copies=sum(1 for x in m["files"] if x["sha256"] == f["sha256"]),
+        copies=index.copies.get(f["sha256"], 1),
         flags=[fl for fl in view.flags(m) if fl.get("path") == path],
         licences=[view.finding_label(lic) for lic in view.licence_findings(f)],
         ev=ev,
@@ -481,7 +500,9 @@ def api_scans(name: str) -> Response[str]:
 def api_review(scan_id: str) -> Response[str]:
     user = _user()
     entry = _scan_for(user, scan_id)
-    pg = review.page(_current_rows(entry, _manifest(entry)), review.Query.parse(_params()))
+    m = _manifest(entry)
+    orders = _indexed(entry.scan_id, m).orders
+    pg = review.page(_current_rows(entry, m), review.Query.parse(_params()), orders=orders)
     return _json(
         {
             "total": pg.total,
