@@ -171,3 +171,18 @@ def test_pages_escape_what_they_are_given_and_static_files_are_only_the_desks() 
     assert render.static("desk.js") is not None and render.static("../routes.py") is None
     css = render.static("desk.css")
     assert css is not None and ".code .vendor" in css[1]  # the diff colours of the reports
+
+
+def test_a_folder_found_by_bisection_is_the_folder_a_filter_finds() -> None:
+    m = big_manifest(5_000)
+    m["files"] += [{"path": p, "sha256": "f" * 64, "class": "added", "component": ""}
+                   for p in ("README", "drop/d007x/y.c", "drop/d007/sub/z.c")]  # fmt: skip
+    rows = review.rows(m)
+    orders = review.Orders(rows)
+    for folder in ("drop/d007/", "drop/d007", "drop/", "(top level)", "drop/d007/sub/", "nowhere/"):
+        for group in review.GROUPS:
+            q = review.Query.parse({"folder": folder, "group": group})
+            got = review.page(rows, q, size=10_000, orders=orders).rows
+            assert {r.path for r in got} == {r.path for r in review.matching(rows, q)}, (folder, group)
+    under = {r.path for r in review.page(rows, review.Query.parse({"folder": "drop/d007"})).rows}
+    assert "drop/d007/sub/z.c" in under and "drop/d007x/y.c" not in under and len(under) == 14

@@ -7,8 +7,9 @@ which is a pass over a list: a 120,000-file review set is paged on the server, n
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any
@@ -151,6 +152,18 @@ class Orders:
     def __init__(self, base: Sequence[Row]) -> None:
         self.base = base
         self._orders: dict[str, list[int]] = {}
+        self._paths: list[str] | None = None
+
+    def under(self, rows: Sequence[Row], folder: str) -> Sequence[Row]:
+        """The rows (aligned with the base rows) in ``folder`` or below it: a range of the paths."""
+        if folder == "(top level)":
+            return [r for r in rows if "/" not in r.path]
+        if self._paths is None:
+            self._paths = [r.path for r in self.base]
+        prefix = folder.rstrip("/") + "/"
+        lo = bisect.bisect_left(self._paths, prefix)
+        hi = bisect.bisect_left(self._paths, prefix + "\U0010ffff", lo)
+        return rows[lo:hi]
 
     def of(self, group: str) -> list[int]:
         if group not in self._orders:
@@ -183,60 +196,69 @@ def group_key(row: Row, group: str) -> str:
     return str(getattr(row, GROUP_ATTR[group]))
 
 
-def _keep(q: Query) -> Callable[[Row], bool] | None:
-    """The filters of ``q`` as one test of a row (None: every row). No state asked: every state but
-    accepted and backport (the work left)."""
-    tests: list[Callable[[Row], bool]] = []
-    if q.state == "":
-        tests.append(lambda r: r.state not in DONE)
-    elif q.state != "all":
-        tests.append(lambda r: r.state == q.state)
+def _filtered(
+    rows: Sequence[Row], q: Query, *, folder_done: bool = False, state_done: bool = False
+) -> list[Row]:
+    """The rows the filters of ``q`` keep, in their order: one comprehension a filter (none for a
+    filter the caller has applied already). No state asked: every state but accepted and backport."""
+    found = list(rows)
+    if q.folder and not folder_done:
+        prefix, folder = q.folder.rstrip("/") + "/", q.folder
+        found = [r for r in found if r.path.startswith(prefix) or r.folder == folder]
     if q.component:
-        tests.append(lambda r: r.component == q.component)
-    if q.folder:
-        prefix = q.folder.rstrip("/") + "/"
-        tests.append(lambda r: r.path.startswith(prefix) or r.folder == q.folder)
-    if q.flag:
-        tests.append(lambda r: q.flag in r.flags or (q.flag == "(no flag)" and not r.flags))
+        component = q.component
+        found = [r for r in found if r.component == component]
+    if q.flag == "(no flag)":
+        found = [r for r in found if not r.flags]
+    elif q.flag:
+        flag = q.flag
+        found = [r for r in found if flag in r.flags]
     if q.q:
         needle = q.q.lower()
-        tests.append(lambda r: needle in r.path.lower())
-    if not tests:
-        return None
-    if len(tests) == 1:
-        return tests[0]
-    return lambda r: all(t(r) for t in tests)
+        found = [r for r in found if needle in r.path.lower()]
+    if q.state == "" and not state_done:
+        found = [r for r in found if r.state not in DONE]
+    elif q.state not in ("", "all"):
+        state = q.state
+        found = [r for r in found if r.state == state]
+    return found
 
 
 def matching(all_rows: Sequence[Row], q: Query) -> list[Row]:
     """The rows the filters keep, by path."""
-    keep = _keep(q)
-    return list(all_rows) if keep is None else [r for r in all_rows if keep(r)]
+    return _filtered(all_rows, q)
 
 
 def page(all_rows: Sequence[Row], q: Query, size: int = PAGE_SIZE, orders: Orders | None = None) -> Page:
     """One page of the rows the filters keep, in the grouping's order (by state: the order of
-    :data:`STATES`; else by the group's key), with the count of each group."""
-    keep = _keep(q)
-    if q.group == "state":
-        buckets: dict[str, list[Row]] = {s: [] for s in STATES}
-        for r in all_rows if keep is None else filter(keep, all_rows):
-            buckets.setdefault(r.state, []).append(r)
-        found = [r for rows_of in buckets.values() for r in rows_of]
+    :data:`STATES`; else by the group's key), with the count of each group.
+
+    ``all_rows`` are by path, so a folder is a range of them (found by bisection); with no accepted
+    or backported row the default state filter keeps everything; with no folder asked, a grouping's
+    order is the one :class:`Orders` keeps. What is left is a pass or two over the rows."""
+    orders = orders or Orders(all_rows)
+    states = Counter(map(attrgetter("state"), all_rows))
+    state_done = q.state == "" and not (states.keys() & DONE)
+    if q.folder or q.group == "state":
+        narrowed = orders.under(all_rows, q.folder) if q.folder else all_rows
+        found = _filtered(narrowed, q, folder_done=narrowed is not all_rows, state_done=state_done)
+        if q.group != "state":
+            found.sort(key=attrgetter(GROUP_ATTR[q.group]))  # stable: by path within a group
     else:
-        positions = (orders or Orders(all_rows)).of(q.group)
-        ordered = (all_rows[i] for i in positions)
-        found = list(ordered) if keep is None else [r for r in ordered if keep(r)]
+        found = _filtered([all_rows[i] for i in orders.of(q.group)], q, state_done=state_done)
+    counts = Counter(map(attrgetter(GROUP_ATTR[q.group]), found))
+    if q.group == "state" and len(counts) > 1:  # in the order of STATES, each state's rows by path
+        ranked = sorted(counts, key=lambda s: (STATES.index(s) if s in STATES else len(STATES), s))
+        found = [r for s in ranked for r in found if r.state == s]
     pages = max(1, -(-len(found) // size))
     n = min(q.page, pages)
-    counts = Counter(map(attrgetter(GROUP_ATTR[q.group]), found))
     return Page(
         rows=found[(n - 1) * size : n * size],
         total=len(found),
         page=n,
         pages=pages,
         groups=sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:GROUPS_SHOWN],
-        states=dict(Counter(map(attrgetter("state"), all_rows))),
+        states=dict(states),
     )
 
 
