@@ -153,6 +153,7 @@ class Orders:
         self.base = base
         self._orders: dict[str, list[int]] = {}
         self._paths: list[str] | None = None
+        self._groups: dict[str, list[tuple[str, int]]] = {}
 
     def under(self, rows: Sequence[Row], folder: str) -> Sequence[Row]:
         """The rows (aligned with the base rows) in ``folder`` or below it: a range of the paths."""
@@ -164,6 +165,13 @@ class Orders:
         lo = bisect.bisect_left(self._paths, prefix)
         hi = bisect.bisect_left(self._paths, prefix + "\U0010ffff", lo)
         return rows[lo:hi]
+
+    def groups(self, group: str) -> list[tuple[str, int]]:
+        """Every row's count by ``group`` (not state: decisions change states), most first."""
+        if group not in self._groups:
+            counts = Counter(map(attrgetter(GROUP_ATTR[group]), self.base))
+            self._groups[group] = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:GROUPS_SHOWN]
+        return self._groups[group]
 
     def of(self, group: str) -> list[int]:
         if group not in self._orders:
@@ -239,6 +247,19 @@ def page(all_rows: Sequence[Row], q: Query, size: int = PAGE_SIZE, orders: Order
     orders = orders or Orders(all_rows)
     states = Counter(map(attrgetter("state"), all_rows))
     state_done = q.state == "" and not (states.keys() & DONE)
+    everything = not (q.folder or q.component or q.flag or q.q) and (q.state == "all" or state_done)
+    if everything and q.group != "state":  # every row, in an order and with counts kept: one page
+        positions = orders.of(q.group)
+        pages = max(1, -(-len(positions) // size))
+        n = min(q.page, pages)
+        return Page(
+            rows=[all_rows[i] for i in positions[(n - 1) * size : n * size]],
+            total=len(positions),
+            page=n,
+            pages=pages,
+            groups=orders.groups(q.group),
+            states=dict(states),
+        )
     if q.folder or q.group == "state":
         narrowed = orders.under(all_rows, q.folder) if q.folder else all_rows
         found = _filtered(narrowed, q, folder_done=narrowed is not all_rows, state_done=state_done)
