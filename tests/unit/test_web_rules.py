@@ -197,3 +197,16 @@ def test_a_whole_review_set_by_a_group_is_paged_as_the_filtered_one_would_be() -
             # the same query through the filtering path: a filter that keeps every row
             slow = review.page(rows, review.Query.parse({"group": group, "page": str(n), "q": "/"}))
             assert (fast.rows, fast.total, fast.groups) == (slow.rows, slow.total, slow.groups), (group, n)
+
+
+def test_the_default_page_is_the_filtered_one() -> None:
+    rows = review.rows(big_manifest(2_000))
+    for params in ({}, {"state": "all"}, {"page": "3"}):
+        fast = review.page(rows, review.Query.parse(params))
+        slow = review.page(rows, review.Query.parse(params | {"q": "/"}))
+        assert (fast.rows, fast.total, fast.groups, fast.states) == (
+            slow.rows,
+            slow.total,
+            slow.groups,
+            slow.states,
+        )

@@ -260,14 +260,17 @@ def page(all_rows: Sequence[Row], q: Query, size: int = PAGE_SIZE, orders: Order
             groups=orders.groups(q.group),
             states=dict(states),
         )
-    if q.folder or q.group == "state":
+    if everything:  # by state: the states counted already are the groups
+        found, counts = list(all_rows), Counter(states)
+    elif q.folder or q.group == "state":
         narrowed = orders.under(all_rows, q.folder) if q.folder else all_rows
         found = _filtered(narrowed, q, folder_done=narrowed is not all_rows, state_done=state_done)
         if q.group != "state":
             found.sort(key=attrgetter(GROUP_ATTR[q.group]))  # stable: by path within a group
+        counts = Counter(map(attrgetter(GROUP_ATTR[q.group]), found))
     else:
         found = _filtered([all_rows[i] for i in orders.of(q.group)], q, state_done=state_done)
-    counts = Counter(map(attrgetter(GROUP_ATTR[q.group]), found))
+        counts = Counter(map(attrgetter(GROUP_ATTR[q.group]), found))
     if q.group == "state" and len(counts) > 1:  # in the order of STATES, each state's rows by path
         ranked = sorted(counts, key=lambda s: (STATES.index(s) if s in STATES else len(STATES), s))
         found = [r for s in ranked for r in found if r.state == s]
