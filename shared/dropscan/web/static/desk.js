@@ -75,6 +75,13 @@
       location.assign("/");
       return;
     }
+    const raw = a.getAttribute("href") || "";
+    if (raw.startsWith("#") && !raw.startsWith("#/")) { // a place on this page (a cited commit)
+      ev.preventDefault();
+      const el = document.getElementById(decodeURIComponent(raw.slice(1)));
+      if (el) el.scrollIntoView();
+      return;
+    }
     const u = new URL(a.href, location.href);
     if (u.origin !== location.origin || u.pathname === "/") return;
     ev.preventDefault();
@@ -105,7 +112,9 @@
   });
 
   // back, forward, or a new "#/..." typed or opened: show that page, once
-  const follow = () => { if (location.pathname === "/" && target() !== shown) load(target(), {}, "none"); };
+  const follow = () => {
+    if (location.pathname === "/" && location.hash.startsWith("#/") && target() !== shown) load(target(), {}, "none");
+  };
   window.addEventListener("popstate", follow);
   window.addEventListener("hashchange", follow);
 
