@@ -119,6 +119,16 @@ def click(b: Any, css: str) -> None:
     WebDriverWait(b, WAIT).until(ec.staleness_of(old))
 
 
+def visit(b: Any, url: str) -> None:
+    """Go to ``url`` (a "#/..." of the desk: the script fetches it), then wait until it is in place."""
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = b.find_element("css selector", "body")
+    b.get(url)
+    WebDriverWait(b, WAIT).until(ec.staleness_of(old))
+
+
 def shot(b: Any, site: Site, name: str) -> None:
     assert b.save_screenshot(str(site.shots / f"{name}.png"))
 
@@ -144,7 +154,7 @@ def test_a_reviewer_works_through_a_drop_and_the_next_drop_comes_back_decided(
     assert b.execute_script("return document.querySelectorAll('img').length") == 0
     shot(b, site, "3-hostile-name")
 
-    b.get(f"{site.url}/#/scans/{site.acme.scan_id}/file?path=widget-1.0-acme%2Fsrc%2Fw00.c")
+    visit(b, f"{site.url}/#/scans/{site.acme.scan_id}/file?path=widget-1.0-acme%2Fsrc%2Fw00.c")
     wait_for(b, "#diff .add.vendor")
     colour = b.execute_script(
         "return getComputedStyle(document.querySelector('#diff .add.vendor')).borderLeftColor"
@@ -159,7 +169,7 @@ def test_a_reviewer_works_through_a_drop_and_the_next_drop_comes_back_decided(
     shot(b, site, "5-decided")
 
     # the rest of the review set, from the drop's page: everything still to decide
-    b.get(f"{site.url}/#/scans/{site.acme.scan_id}")
+    visit(b, f"{site.url}/#/scans/{site.acme.scan_id}")
     wait_for(b, "#select-matching").click()
     click(b, "#accept")
     wait_for(b, "#notice", "Recorded: accepted")
@@ -167,7 +177,7 @@ def test_a_reviewer_works_through_a_drop_and_the_next_drop_comes_back_decided(
 
     second, changed, new = second_drop(first_drop())
     m2 = scan_and_wait(site.es, make_tar(site.tmp / "acme-widget-1.1-gpl.tar.gz", second), "acme").manifest
-    b.get(f"{site.url}/#/desk")
+    visit(b, f"{site.url}/#/desk")
     wait_for(b, f'a[href="/scans/{m2["scan_id"]}"]')
     click(b, f'a[href="/scans/{m2["scan_id"]}"]')
     assert wait_for(b, "#review-count").text == str(len(changed | new))
@@ -181,7 +191,7 @@ def test_a_reviewer_of_another_supplier_sees_none_of_it(browser: Any, site: Site
     sign_in(b, site, "bob")
     assert site.globex.scan_id in b.page_source and site.acme.scan_id not in b.page_source
     assert "acme" not in wait_for(b, "main").text
-    b.get(f"{site.url}/#/scans/{site.acme.scan_id}")
+    visit(b, f"{site.url}/#/scans/{site.acme.scan_id}")
     assert wait_for(b, "#error-message").text.startswith("There is nothing here")
     shot(b, site, "7-other-supplier")
     click(b, "#signout")

@@ -7,6 +7,7 @@
 (() => {
   const KEY = "dropscan.desk.token";
   let shown = null; // the path of the page on screen
+  let wanted = null; // the path of the page being fetched
 
   function token() {
     const raw = sessionStorage.getItem(KEY);
@@ -27,6 +28,7 @@
   async function load(path, init, how) {
     const t = token();
     if (!t) { showSignIn(); return; }
+    wanted = path;
     const opts = Object.assign({}, init || {});
     opts.headers = Object.assign({ Authorization: "Bearer " + t }, opts.headers || {});
     const resp = await fetch(path, opts);
@@ -112,8 +114,12 @@
   });
 
   // back, forward, or a new "#/..." typed or opened: show that page, once
+  // (a change of "#" fires both popstate and hashchange: the page is fetched once)
   const follow = () => {
-    if (location.pathname === "/" && location.hash.startsWith("#/") && target() !== shown) load(target(), {}, "none");
+    const t = target();
+    if (location.pathname === "/" && location.hash.startsWith("#/") && t !== shown && t !== wanted) {
+      load(t, {}, "none");
+    }
   };
   window.addEventListener("popstate", follow);
   window.addEventListener("hashchange", follow);
