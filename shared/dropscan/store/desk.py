@@ -10,13 +10,15 @@ row itself is replaced by a later one (what the next scan applies); its history 
 
 from __future__ import annotations
 
-import json
+import gc
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from dropscan.audit.decisions import merge
 from dropscan.keys import manifest_key
@@ -107,7 +109,13 @@ class Desk:
                 self._manifests.move_to_end(key)
                 return held[1]
         body = self.s3.get_object(Bucket=self.results_bucket, Key=key, IfMatch=etag)["Body"].read()
-        data: dict[str, Any] = json.loads(body)
+        # a 120,000-file manifest is millions of objects: the collector, run again and again as they
+        # are made, doubled the parse (docs/web.md)
+        gc.disable()
+        try:
+            data: dict[str, Any] = orjson.loads(body)
+        finally:
+            gc.enable()
         with self._lock:
             self._manifests[key] = (etag, data)
             while len(self._manifests) > MANIFESTS_KEPT:
