@@ -118,10 +118,11 @@ firmware-cases: install firmware-tools
 bench-firmware: firmware-cases
 	$(BIN)/python bench/firmware_unpack.py --cache .cache/firmware --runs 5 --out bench-out/firmware
 
-# Debian's Chromium for the screenshot test of the HTML report (skipped without it, unless
-# DROPSCAN_REQUIRE_BROWSER=1); about 70 s to install on these machines.
+# Debian's Chromium for the screenshot test of the HTML report, and its driver for the review desk's
+# Selenium test (skipped without them, unless DROPSCAN_REQUIRE_BROWSER=1); about 70 s to install here.
 browser:
-	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 # Benchmarks (not tests): BusyBox by default; `make bench-linux` for the kernel (downloads 140 MB).
 bench: install cases

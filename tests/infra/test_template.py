@@ -22,6 +22,7 @@ def resources() -> dict[str, Any]:
     # translate() sets aside what moto lacks; put it back to check the whole template
     res.update(tr.queue_policies)
     res.update(tr.bucket_policies)
+    res.update(tr.identity)
     for bucket, conf in tr.notifications.items():
         res[bucket]["Properties"]["NotificationConfiguration"] = conf
     return res
@@ -244,7 +245,7 @@ def test_triage_limits_reach_the_triage_function_and_its_budget_ends_before_its_
     assert int(parameters["TriageMaxMiB"]["Default"]) + 1400 < int(parameters["TriageMemorySize"]["MinValue"])
 
 
-def test_decisions_are_keyed_by_subject_and_scope_and_written_by_the_compliance_role_only(
+def test_decisions_are_keyed_by_subject_and_scope_and_written_by_auditors_only(
     resources: dict[str, Any],
 ) -> None:
     table = resources["DecisionsTable"]["Properties"]
@@ -260,7 +261,8 @@ def test_decisions_are_keyed_by_subject_and_scope_and_written_by_the_compliance_
         if writes & set(as_list(stmt["Action"]))
         and any("DecisionsTable" in str(r) for r in as_list(stmt["Resource"]))
     }
-    assert writers == {"ComplianceRole"}
+    # auditors with ComplianceRole (the CLI), and the review desk for a signed-in reviewer
+    assert writers == {"ComplianceRole", "WebRole"}
 
 
 def test_a_local_start_reuses_the_translation_of_an_unchanged_template(
@@ -294,3 +296,53 @@ def test_a_local_start_reuses_the_translation_of_an_unchanged_template(
         except ValueError:
             readable.append(False)
     assert sorted(readable) == [False, True]
+
+
+# ------------------------------------------------------------------ the review desk
+def test_the_desk_api_checks_cognito_tokens_on_every_route_but_the_public_ones(
+    resources: dict[str, Any],
+) -> None:
+    from dropscan.web.routes import PUBLIC_ROUTES
+
+    [api] = of_type(resources, "AWS::ApiGatewayV2::Api").values()
+    body = api["Properties"]["Body"]
+    [scheme] = body["components"]["securitySchemes"].values()
+    jwt = scheme["x-amazon-apigateway-authorizer"]
+    assert jwt["type"] == "jwt" and jwt["identitySource"] == "$request.header.Authorization"
+    assert jwt["jwtConfiguration"]["audience"] == [{"Ref": "UserPoolClient"}]
+    assert jwt["jwtConfiguration"]["issuer"] == {
+        "Fn::Sub": "https://cognito-idp.${AWS::Region}.amazonaws.com/${UserPool}"
+    }
+    public = set()
+    for path, methods in body["paths"].items():
+        for method, op in methods.items():
+            assert op["x-amazon-apigateway-integration"]["payloadFormatVersion"] == "2.0"
+            if op["security"] == [{"NONE": []}]:
+                public.add((method.upper(), path))
+            else:
+                assert op["security"] == [{next(iter(body["components"]["securitySchemes"])): []}]
+    assert public == set(PUBLIC_ROUTES)  # the function's list of what needs no token is the API's
+
+
+def test_the_desk_users_pool_is_admin_only_and_its_sessions_end(resources: dict[str, Any]) -> None:
+    pool = resources["UserPool"]["Properties"]
+    assert pool["AdminCreateUserConfig"] == {"AllowAdminCreateUserOnly": True}  # no self sign-up
+    assert pool["Policies"]["PasswordPolicy"]["MinimumLength"] >= 12
+    client = resources["UserPoolClient"]["Properties"]
+    assert client["GenerateSecret"] is False and client["PreventUserExistenceErrors"] == "ENABLED"
+    assert (client["IdTokenValidity"], client["TokenValidityUnits"]["IdToken"]) == (60, "minutes")
+    assert set(client["ExplicitAuthFlows"]) == {"ALLOW_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"}
+
+
+def test_the_desk_reads_results_and_scans_and_writes_decisions_only(resources: dict[str, Any]) -> None:
+    statements = resources["WebRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    granted = {(a, json.dumps(r, sort_keys=True)) for s in statements for a in as_list(s["Action"])
+               for r in as_list(s["Resource"])}  # fmt: skip
+    writes = {
+        (a, r)
+        for a, r in granted
+        if a.startswith("dynamodb:") and a.split(":")[1].startswith(("Put", "BatchWrite", "Update", "Delete"))
+    }
+    assert writes == {("dynamodb:BatchWriteItem", json.dumps({"Fn::GetAtt": ["DecisionsTable", "Arn"]}))}
+    s3 = {a for a, _ in granted if a.startswith("s3:")}
+    assert s3 == {"s3:GetObject", "s3:ListBucket"}

@@ -13,6 +13,7 @@ import boto3
 from dropscan.local.dispatcher import Delivery, Dispatcher
 from dropscan.local.embedded import _FAKE_CREDENTIALS, Mailbox, write_eml
 from dropscan.local.stack import REGION, deploy
+from dropscan.local.web import start as start_desk
 from dropscan.store.stack import StackNames
 
 #: what the AWS CLI and boto3 need to reach the server: moto takes any key, but a client needs one
@@ -47,6 +48,7 @@ def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path, verbose: bool 
             dispatcher = Dispatcher(stack, session.client("sqs"), log_stream=log)
             mailbox = Mailbox.subscribe(session, names.topic_arn, f"{stack.name}-mailbox")
             dispatcher.drain(timeout=30)  # the buckets' s3:TestEvent messages, before the banner
+            desk = start_desk(stack, url, host=host, port=int(os.environ.get("DROPSCAN_WEB_PORT", port + 1)))
             print(f"dropscan up: endpoint {url} (region {REGION}; any access key, but a client needs one)")
             print(f"  {export_line()}")
             print(f"  drops bucket     s3://{names.drops_bucket}/drops/<supplier>/<file>")
@@ -54,6 +56,7 @@ def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path, verbose: bool 
             print(f"  results bucket   s3://{names.results_bucket}/results/")
             print(f"  notifications    {eml_dir}/ (and printed here)")
             print(f"  function logs    {logs / 'functions.log'}")
+            print(f"  review desk      http://{host}:{desk.server_address[1]}/ (docs/web.md)")
             print(f"e.g. aws --endpoint-url {url} s3 cp drop.tar.gz s3://{names.drops_bucket}/drops/acme/")
             sys.stdout.flush()
             seen = len(dispatcher.history)

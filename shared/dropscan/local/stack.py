@@ -15,6 +15,8 @@ from typing import Any
 
 import boto3
 
+from dropscan.local import identity as local_identity
+
 # moto's CloudFormation imports API Gateway's OpenAPI validator, hence jsonschema, whose optional IRI
 # format checker compiles a grammar when imported (docs/design.md, "Local stack"): nothing here checks
 # formats, so jsonschema finds it absent and leaves that one format unchecked
@@ -114,6 +116,7 @@ class Translation:
     notifications: dict[str, dict[str, Any]]  # bucket logical id -> NotificationConfiguration
     queue_policies: dict[str, dict[str, Any]]
     bucket_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    identity: dict[str, dict[str, Any]] = field(default_factory=dict)  # dropscan.local.identity
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -122,6 +125,7 @@ class Translation:
             "notifications": self.notifications,
             "queue_policies": self.queue_policies,
             "bucket_policies": self.bucket_policies,
+            "identity": self.identity,
         }
 
     @classmethod
@@ -132,6 +136,7 @@ class Translation:
             raw["notifications"],
             raw["queue_policies"],
             raw["bucket_policies"],
+            raw.get("identity", {}),
         )
 
 
@@ -195,6 +200,7 @@ def translate(root: Path, parameters: dict[str, str] | None = None) -> Translati
 
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     cfn = transform(sam, dict(parameters or {}), _NoManagedPolicies())
+    identity = local_identity.set_aside(cfn)
     notifications, policies = _set_aside_what_moto_lacks(cfn)
     bucket_policies = {n: policies.pop(n) for n, r in list(policies.items()) if r["Type"] == BUCKET_POLICY}
     # the layer's logical id carries a content hash: point it at the artifact of its SAM resource
@@ -202,7 +208,7 @@ def translate(root: Path, parameters: dict[str, str] | None = None) -> Translati
         base = next((n for n in code_dirs if name.startswith(n)), None)
         if res["Type"] == "AWS::Lambda::LayerVersion" and base:
             res["Properties"]["Content"] = {"S3Bucket": ARTIFACT_BUCKET, "S3Key": f"{base}.zip"}
-    return Translation(cfn, code_dirs, notifications, policies, bucket_policies)
+    return Translation(cfn, code_dirs, notifications, policies, bucket_policies, identity)
 
 
 def _point_code_at_artifacts(sam: dict[str, Any], root: Path) -> dict[str, Path]:
@@ -276,13 +282,14 @@ def deploy(
     existing = {
         s["StackName"] for s in cfn.list_stacks()["StackSummaries"] if s["StackStatus"] != "DELETE_COMPLETE"
     }
+    ids = local_identity.create(session.client("cognito-idp", region_name=REGION), tr.identity, stack_name)
     if stack_name not in existing:
         s3.create_bucket(Bucket=ARTIFACT_BUCKET)
         for name, directory in tr.code_dirs.items():
             s3.put_object(Bucket=ARTIFACT_BUCKET, Key=f"{name}.zip", Body=_zip_of(directory))
         cfn.create_stack(
             StackName=stack_name,
-            TemplateBody=json.dumps(tr.template),
+            TemplateBody=json.dumps(local_identity.substitute(tr.template, ids)),
             Parameters=[{"ParameterKey": k, "ParameterValue": str(v)} for k, v in (parameters or {}).items()],
             Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
         )

@@ -93,7 +93,9 @@ class DecisionStore:
         kwargs: dict[str, Any] = {"TableName": self.table}
         while True:
             resp = self.client.scan(**kwargs)
-            yield from (from_item(i) for i in resp.get("Items", []))
+            # the review desk's history rows share the table (dropscan.store.desk): not decisions
+            items = resp.get("Items", [])
+            yield from (from_item(i) for i in items if not i["subject"]["S"].startswith("log:"))
             if "LastEvaluatedKey" not in resp:
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]

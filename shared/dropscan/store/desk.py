@@ -1,0 +1,194 @@
+"""What the review desk reads and writes: a supplier's scans, a scan's manifest and report links, the
+decisions on contents and the append-only history of the decisions taken on the desk.
+
+The history shares the decisions table (no new table to grant, back up or export), in rows no scan
+reads: ``subject`` ``log:sha256:<hex>`` (every decision on that content, ``scope`` ``<at>#<scope
+key>#<by>#<id>``) and ``log:scan:<scan id>`` (the decisions taken while reviewing that scan,
+``scope`` ``<at>#<sha256>#<scope key>#<id>``), each holding the whole decision as ``d``. A decision
+row itself is replaced by a later one (what the next scan applies); its history rows are only added.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from dropscan.audit.decision_rules import merge
+from dropscan.keys import manifest_key
+from dropscan.models import Decision
+from dropscan.store.batch import RawItem
+from dropscan.store.decisions import DecisionStore, from_item, to_item
+from dropscan.store.scans import ScanStore
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+
+LOG = "log:"
+RESULTS = "results/"
+#: manifests kept parsed between requests: a 120,000-file one is about 60 MB of JSON
+MANIFESTS_KEPT = 3
+
+
+@dataclass(frozen=True)
+class ScanEntry:
+    """A scan as the desk lists it (the scans table's item, plain)."""
+
+    scan_id: str
+    supplier: str
+    key: str
+    status: str
+    created_at: str
+    product: str | None
+    finished_at: str | None
+    outcome: dict[str, Any]
+
+    @property
+    def drop(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+
+class Desk:
+    def __init__(
+        self,
+        s3: S3Client,
+        dynamodb: DynamoDBClient,
+        *,
+        results_bucket: str,
+        scans: ScanStore,
+        decisions_table: str,
+    ) -> None:
+        self.s3 = s3
+        self.dynamodb = dynamodb
+        self.results_bucket = results_bucket
+        self.scans = scans
+        self.decisions = DecisionStore(dynamodb, decisions_table)
+        self.decisions_table = decisions_table
+        self._manifests: OrderedDict[str, tuple[str, dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ scans
+    def scan(self, scan_id: str) -> ScanEntry | None:
+        model = self.scans.model
+        try:
+            return _entry(model.get(scan_id))
+        except model.DoesNotExist:
+            return None
+
+    def scans_of(self, supplier: str) -> list[ScanEntry]:
+        """The supplier's scans that have results, newest first: the scan ids under its results prefix,
+        then their items in batches."""
+        ids: list[str] = []
+        paginator = self.s3.get_paginator("list_objects_v2")
+        prefix = f"{RESULTS}{supplier}/"
+        for page in paginator.paginate(Bucket=self.results_bucket, Prefix=prefix, Delimiter="/"):
+            ids += [p["Prefix"][len(prefix) :].rstrip("/") for p in page.get("CommonPrefixes", [])]
+        found = [_entry(i) for i in self.scans.model.batch_get(ids)] if ids else []
+        return sorted((e for e in found if e.supplier == supplier), key=lambda e: e.created_at, reverse=True)
+
+    # ------------------------------------------------------------------ results
+    def manifest(self, supplier: str, scan_id: str) -> dict[str, Any] | None:
+        """The scan's manifest (None before it is written); kept parsed while its ETag holds."""
+        key = manifest_key(supplier, scan_id)
+        try:
+            etag = self.s3.head_object(Bucket=self.results_bucket, Key=key)["ETag"]
+        except self.s3.exceptions.ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        with self._lock:
+            held = self._manifests.get(key)
+            if held and held[0] == etag:
+                self._manifests.move_to_end(key)
+                return held[1]
+        body = self.s3.get_object(Bucket=self.results_bucket, Key=key, IfMatch=etag)["Body"].read()
+        # a 120,000-file manifest is millions of objects: the collector, run again and again as they
+        # are made, doubled the parse (docs/web.md)
+        gc.disable()
+        try:
+            data: dict[str, Any] = orjson.loads(body)
+        finally:
+            gc.enable()
+        with self._lock:
+            self._manifests[key] = (etag, data)
+            while len(self._manifests) > MANIFESTS_KEPT:
+                self._manifests.popitem(last=False)
+        return data
+
+    def links(self, keys: dict[str, str], expires: int) -> dict[str, str]:
+        """Presigned GET links to these result keys (format -> key), valid ``expires`` seconds."""
+        return {
+            fmt: self.s3.generate_presigned_url(
+                "get_object", Params={"Bucket": self.results_bucket, "Key": key}, ExpiresIn=expires
+            )
+            for fmt, key in keys.items()
+            if key.startswith(RESULTS)
+        }
+
+    # ------------------------------------------------------------------ decisions
+    def decisions_for(self, digests: Iterable[str], supplier: str) -> list[Decision]:
+        return self.decisions.for_contents(digests, supplier)
+
+    def record(self, decided: Sequence[Decision]) -> dict[str, int]:
+        """Write decisions as the CLI does (a later one replaces an earlier one of the same content and
+        scope) and add each to the history. Returns the merge's counts."""
+        merged = merge(self.decisions.existing(decided), decided)
+        if merged.write:
+            self.decisions.put(merged.write)
+        rows: list[RawItem] = []
+        for d in decided:
+            digest = d.subject.removeprefix("sha256:")
+            once = uuid.uuid4().hex[:12]  # two decisions in one second are two rows, never one
+            rows.append(_log_row(f"{LOG}{d.subject}", f"{d.at}#{d.scope_key}#{d.by}#{once}", d))
+            if d.scan_id:
+                rows.append(_log_row(f"{LOG}scan:{d.scan_id}", f"{d.at}#{digest}#{d.scope_key}#{once}", d))
+        self.decisions.batch.put_many(rows)
+        return merged.counts()
+
+    def history_of(self, sha256: str) -> list[Decision]:
+        """Every decision taken on the desk on this content, oldest first."""
+        return list(self._query(f"{LOG}sha256:{sha256}"))
+
+    def taken_in(self, scan_id: str) -> list[Decision]:
+        """The decisions taken on the desk while reviewing this scan, oldest first."""
+        return list(self._query(f"{LOG}scan:{scan_id}"))
+
+    def _query(self, subject: str) -> Iterable[Decision]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.decisions_table,
+            "KeyConditionExpression": "subject = :s",
+            "ExpressionAttributeValues": {":s": {"S": subject}},
+        }
+        while True:
+            resp = self.dynamodb.query(**kwargs)
+            yield from (from_item(i) for i in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def _log_row(subject: str, scope: str, d: Decision) -> RawItem:
+    row = to_item(d)
+    row["subject"] = {"S": subject}
+    row["scope"] = {"S": scope}
+    return row
+
+
+def _entry(item: Any) -> ScanEntry:
+    return ScanEntry(
+        scan_id=item.scan_id,
+        supplier=item.supplier,
+        key=item.key,
+        status=item.status,
+        created_at=item.created_at,
+        product=item.product,
+        finished_at=item.finished_at,
+        outcome=item.outcome.as_dict() if item.outcome else {},
+    )

@@ -1,0 +1,93 @@
+"""The review desk's users in the Cognito user pool: sign-in (the desk's one public call) and the
+administration ``dropscan users`` does. Groups say whose drops a user sees (dropscan.web.access)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore import UNSIGNED
+from botocore.config import Config
+
+
+class SignInError(Exception):
+    """Wrong name or password, or an account that cannot sign in yet: one message for all of them."""
+
+
+@dataclass(frozen=True)
+class Tokens:
+    id_token: str
+    expires_in: int
+
+
+def client(region: str, endpoint_url: str | None = None, *, signed: bool = True) -> Any:
+    """A cognito-idp client; unsigned for sign-in, which needs no credentials (the function's role
+    grants nothing on the pool)."""
+    config = None if signed else Config(signature_version=UNSIGNED)
+    return boto3.session.Session().client(
+        "cognito-idp", region_name=region, endpoint_url=endpoint_url, config=config
+    )
+
+
+def sign_in(cognito: Any, client_id: str, username: str, password: str) -> Tokens:
+    """USER_PASSWORD_AUTH: the ID token (its claims name the user and their groups)."""
+    if not username or not password:
+        raise SignInError("name and password, please")
+    try:
+        resp = cognito.initiate_auth(
+            ClientId=client_id,
+            AuthFlow="USER_PASSWORD_AUTH",
+            AuthParameters={"USERNAME": username, "PASSWORD": password},
+        )
+    except cognito.exceptions.ClientError as e:
+        code = e.response.get("Error", {}).get("Code", "")
+        if code in (
+            "NotAuthorizedException",
+            "UserNotFoundException",
+            "UserNotConfirmedException",
+            "PasswordResetRequiredException",
+            "InvalidParameterException",
+        ):
+            raise SignInError("wrong name or password") from e
+        raise
+    result = resp.get("AuthenticationResult")
+    if not result:  # a challenge (a new password): an administrator sets a permanent one
+        raise SignInError(f"this account must first be set up ({resp.get('ChallengeName', 'challenge')})")
+    return Tokens(id_token=result["IdToken"], expires_in=int(result.get("ExpiresIn", 3600)))
+
+
+def add_user(cognito: Any, pool: str, username: str, password: str, groups: list[str]) -> None:
+    """Create the user (or find it) with a permanent password, and put it in ``groups`` (created when
+    missing)."""
+    with contextlib.suppress(cognito.exceptions.UsernameExistsException):
+        cognito.admin_create_user(UserPoolId=pool, Username=username, MessageAction="SUPPRESS")
+    cognito.admin_set_user_password(UserPoolId=pool, Username=username, Password=password, Permanent=True)
+    for g in groups:
+        ensure_group(cognito, pool, g)
+        cognito.admin_add_user_to_group(UserPoolId=pool, Username=username, GroupName=g)
+
+
+def ensure_group(cognito: Any, pool: str, group: str, description: str = "") -> None:
+    try:
+        cognito.get_group(GroupName=group, UserPoolId=pool)
+    except cognito.exceptions.ResourceNotFoundException:
+        cognito.create_group(GroupName=group, UserPoolId=pool, Description=description)
+
+
+def groups_of(cognito: Any, pool: str, username: str) -> list[str]:
+    resp = cognito.admin_list_groups_for_user(UserPoolId=pool, Username=username)
+    return sorted(g["GroupName"] for g in resp.get("Groups", []))
+
+
+def pool_of(stack: str, endpoint_url: str | None = None) -> tuple[Any, str, str]:
+    """(cognito-idp client, user pool id, app client id) of a running stack, from its outputs."""
+    session = boto3.session.Session()
+    cfn = session.client("cloudformation", endpoint_url=endpoint_url)
+    outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    found = {o["OutputKey"]: o["OutputValue"] for o in outputs}
+    if "UserPoolId" not in found:
+        raise LookupError(f"stack {stack} has no user pool (deployed before the review desk?)")
+    cognito = session.client("cognito-idp", endpoint_url=endpoint_url)
+    return cognito, found["UserPoolId"], found.get("UserPoolClientId", "")

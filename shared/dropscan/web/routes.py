@@ -1,0 +1,577 @@
+"""The review desk's HTTP API and pages, as Powertools' APIGatewayHttpResolver routes.
+
+Every route but ``PUBLIC_ROUTES`` sits behind the HTTP API's JWT authorizer (template.yaml; locally
+dropscan.local.web plays it), and every one of them checks here, from the claims, that the user may see
+the supplier it touches: another supplier's scan answers 404 exactly as a scan that does not exist.
+State changes (decisions) also pass :func:`dropscan.web.access.check_state_change`. Every response
+carries a strict Content-Security-Policy (:func:`handle`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, quote
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+
+from dropscan.audit.decision_rules import DecisionError, choose, in_review_class, record
+from dropscan.models import VERDICTS
+from dropscan.reports import view
+from dropscan.web import render, review
+from dropscan.web.access import Forbidden, User, check_state_change, csrf_token, user_of
+
+if TYPE_CHECKING:
+    from dropscan.store.desk import Desk, ScanEntry
+
+#: the routes the HTTP API lets through without a token (template.yaml's WebFunction events say the same)
+PUBLIC_ROUTES = (("GET", "/"), ("GET", "/static/{name}"), ("POST", "/auth/signin"))
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+HTML = "text/html; charset=utf-8"
+JSON = "application/json"
+SCAN_ID = re.compile(r"^s-[0-9a-f]{24}$")
+LINK_SECONDS = 300  # the reports' presigned links: short-lived, made afresh with each page
+ROWS_KEPT = 3
+ORIGINS = {
+    "upstream": "backport: every change is upstream's",
+    "vendor": "vendor change",
+    "mixed": "mixed: some changes are upstream's",
+}
+
+
+class Unauthorized(Exception):
+    """No user in the request: the authorizer did not run (a route outside the API's protection)."""
+
+
+@dataclass
+class Backend:
+    """What the routes read and write through, built once per process from the environment."""
+
+    desk: Desk
+    sign_in: Callable[[str, str], Any]  # (name, password) -> dropscan.store.identity.Tokens
+
+    @classmethod
+    def from_env(cls) -> Backend:
+        from dropscan.settings import get_settings
+        from dropscan.store import identity
+        from dropscan.store.desk import Desk
+        from dropscan.store.services import current_services
+
+        services = current_services()
+        s = services.settings
+        desk = Desk(
+            services.s3,
+            services.dynamodb,
+            results_bucket=s.results_bucket,
+            scans=services.scans,
+            decisions_table=s.decisions_table,
+        )
+        cognito = identity.client(get_settings().region, s.endpoint_url, signed=False)
+        client_id = os.environ.get("USER_POOL_CLIENT_ID", "")
+        return cls(desk=desk, sign_in=lambda u, p: identity.sign_in(cognito, client_id, u, p))
+
+
+_backend: Backend | None = None
+_backend_lock = threading.Lock()
+
+
+def backend() -> Backend:
+    global _backend
+    with _backend_lock:
+        if _backend is None:
+            _backend = Backend.from_env()
+        return _backend
+
+
+def use_backend(b: Backend | None) -> None:
+    """Set the backend (tests and the local server build theirs); None: from the environment again."""
+    global _backend
+    with _backend_lock:
+        _backend = b
+        _rows.clear()
+
+
+app = APIGatewayHttpResolver()
+
+
+# ------------------------------------------------------------------ request helpers
+def _user() -> User:
+    ctx = app.current_event.request_context
+    claims = ctx.authorizer.jwt_claim if ctx.authorizer else None
+    user = user_of(claims or {})
+    if user is None:
+        raise Unauthorized
+    return user
+
+
+def _params() -> dict[str, str]:
+    raw = app.current_event.raw_query_string or ""
+    return {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True).items()}
+
+
+def _form() -> dict[str, list[str]]:
+    body = app.current_event.decoded_body or ""
+    return parse_qs(body, keep_blank_values=True, max_num_fields=200_000)
+
+
+def _html(body: str, status: int = 200) -> Response[str]:
+    return Response(status_code=status, content_type=HTML, body=body)
+
+
+def _json(data: Any, status: int = 200) -> Response[str]:
+    return Response(status_code=status, content_type=JSON, body=json.dumps(data, default=str))
+
+
+def _see(location: str) -> Response[str]:
+    return Response(status_code=303, content_type=HTML, body="", headers={"Location": location})
+
+
+def _not_found(user: User | None, what: str = "Not found") -> Response[str]:
+    msg = "There is nothing here, or nothing you may see."
+    body = render.page(
+        "error.html", title=what, message=msg, user=user, csrf=csrf_token(user) if user else ""
+    )
+    return _html(body, 404)
+
+
+class Gone(NotFoundError):
+    """Not there, or not for this user: the same answer."""
+
+
+def _scan_for(user: User, scan_id: str) -> ScanEntry:
+    if not SCAN_ID.match(scan_id):
+        raise Gone
+    entry = backend().desk.scan(scan_id)
+    if entry is None or not user.can_read(entry.supplier):
+        raise Gone
+    return entry
+
+
+def _manifest(entry: ScanEntry) -> dict[str, Any]:
+    m = backend().desk.manifest(entry.supplier, entry.scan_id)
+    if m is None:
+        raise Gone
+    return m
+
+
+@dataclass
+class _Indexed:
+    """What is kept of a scan's manifest between requests: its review rows and their orders, and
+    where each path is (a file page looks one up among 120,000)."""
+
+    rows: list[review.Row]
+    orders: review.Orders
+    files_at: dict[str, int]
+    copies: dict[str, int]
+
+
+_rows: OrderedDict[tuple[str, str, int], _Indexed] = OrderedDict()
+_rows_lock = threading.Lock()
+
+
+def _indexed(scan_id: str, m: Mapping[str, Any]) -> _Indexed:
+    key = (scan_id, str(m.get("finished_at")), len(m["files"]))
+    with _rows_lock:
+        if key in _rows:
+            _rows.move_to_end(key)
+            return _rows[key]
+    rows = review.rows(m)
+    files = m["files"]
+    copies: dict[str, int] = {}
+    for f in files:
+        copies[f["sha256"]] = copies.get(f["sha256"], 0) + 1
+    built = _Indexed(rows, review.Orders(rows), {f["path"]: i for i, f in enumerate(files)}, copies)
+    with _rows_lock:
+        _rows[key] = built
+        while len(_rows) > ROWS_KEPT:
+            _rows.popitem(last=False)
+    return built
+
+
+def _current_rows(entry: ScanEntry, m: Mapping[str, Any]) -> list[review.Row]:
+    taken = backend().desk.taken_in(entry.scan_id)
+    return review.overlay(_indexed(entry.scan_id, m).rows, taken, entry.supplier)
+
+
+# ------------------------------------------------------------------ public
+@app.get("/")
+def signin_page() -> Response[str]:
+    return _html(render.page("signin.html"))
+
+
+@app.get("/static/<name>")
+def static(name: str) -> Response[str]:
+    found = render.static(name)
+    if found is None:
+        return Response(status_code=404, content_type="text/plain", body="not found")
+    ctype, text = found
+    return Response(status_code=200, content_type=ctype, body=text)
+
+
+@app.post("/auth/signin")
+def signin() -> Response[str]:
+    from dropscan.store.identity import SignInError
+
+    form = {k: v[0] for k, v in _form().items()}
+    try:
+        tokens = backend().sign_in(form.get("username", "").strip(), form.get("password", ""))
+    except SignInError as e:
+        return _json({"message": str(e)}, 401)
+    return _json({"id_token": tokens.id_token, "expires_in": tokens.expires_in})
+
+
+# ------------------------------------------------------------------ pages
+def _supplier_view(name: str) -> dict[str, Any]:
+    scans = backend().desk.scans_of(name)
+    products: dict[str, list[Any]] = defaultdict(list)
+    for e in scans:
+        products[e.product or e.drop].append(e)
+    return {"name": name, "scans": scans, "products": sorted(products.items())}
+
+
+@app.get("/desk")
+def home() -> Response[str]:
+    user = _user()
+    suppliers = [_supplier_view(s) for s in user.suppliers]
+    return _html(
+        render.page("home.html", title="Suppliers", user=user, csrf=csrf_token(user), suppliers=suppliers)
+    )
+
+
+@app.get("/suppliers/<name>")
+def supplier(name: str) -> Response[str]:
+    user = _user()
+    if not user.can_read(name):
+        raise Gone
+    s = _supplier_view(name)
+    return _html(render.page("supplier.html", title=name, user=user, csrf=csrf_token(user), s=s))
+
+
+_NOTICES = {"none": "Nothing was checked: no decision recorded."}
+
+
+def _notice(params: Mapping[str, str]) -> str:
+    done = params.get("done", "")
+    if done in _NOTICES:
+        return _NOTICES[done]
+    n, _, verdict = done.partition("-")
+    if n.isdigit() and verdict in VERDICTS:
+        s = "s" if int(n) != 1 else ""
+        return f"Recorded: {verdict} on {int(n):,} distinct content{s}, under your name."
+    return ""
+
+
+@app.get("/scans/<scan_id>")
+def scan_page(scan_id: str) -> Response[str]:
+    user = _user()
+    entry = _scan_for(user, scan_id)
+    if backend().desk.manifest(entry.supplier, entry.scan_id) is None:
+        message = (
+            f"{entry.drop} is still being scanned ({entry.status}); its review set comes with its manifest."
+        )
+        return _html(
+            render.page("error.html", title=entry.drop, message=message, user=user, csrf=csrf_token(user))
+        )
+    m = _manifest(entry)
+    params = _params()
+    q = review.Query.parse(params)
+    pg = review.page(_current_rows(entry, m), q, orders=_indexed(entry.scan_id, m).orders)
+    desk = backend().desk
+    keys = dict(m.get("reports") or {})
+    from dropscan.keys import manifest_key
+
+    keys["manifest"] = manifest_key(entry.supplier, entry.scan_id)
+    kinds = sorted({str(fl.get("kind")) for fl in m.get("flags") or []})
+    body = render.page(
+        "scan.html",
+        title=view.drop_name(m),
+        user=user,
+        csrf=csrf_token(user),
+        m=m,
+        scan_id=scan_id,
+        drop=view.drop_name(m),
+        summary=m.get("summary") or {},
+        flags=(m.get("summary") or {}).get("flags") or {},
+        delta=m.get("delta"),
+        links=desk.links(keys, LINK_SECONDS),
+        link_minutes=LINK_SECONDS // 60,
+        q=q,
+        page=pg,
+        here=lambda **ch: render.url(f"/scans/{scan_id}", q.params(**ch)),
+        group_param=q.group,
+        states_order=review.STATES,
+        groups_order=review.GROUPS,
+        components=review.components(m),
+        flag_kinds=kinds,
+        can_decide=user.can_decide(entry.supplier),
+        notice=_notice(params),
+    )
+    return _html(body)
+
+
+def _history(user: User, entry: ScanEntry, sha256: str) -> list[dict[str, Any]]:
+    """Earlier decisions on this content that the user may know of: the desk's history, and the
+    decisions in force (the CLI's among them), newest first. A global decision taken on another
+    supplier's drop is shown without saying where."""
+    desk = backend().desk
+    history = desk.history_of(sha256)
+    # the decisions in force that the desk's history lacks: the CLI's
+    found = history + [d for d in desk.decisions_for([sha256], entry.supplier) if d not in history]
+    out = []
+    for d in sorted(found, key=lambda d: d.at, reverse=True):
+        visible = user.can_read(d.supplier)
+        if not visible and d.scope != "global":
+            continue
+        where = f"{d.supplier}: {d.path}" if visible else "another supplier's drop"
+        label = "every supplier" if d.scope == "global" else f"supplier {d.supplier}"
+        out.append(
+            {
+                "at": d.at,
+                "by": d.by,
+                "verdict": d.verdict,
+                "scope_label": label,
+                "where": where,
+                "note": d.note,
+            }
+        )
+    return out
+
+
+@app.get("/scans/<scan_id>/file")
+def file_page(scan_id: str) -> Response[str]:
+    from dropscan.reports import diffs
+
+    user = _user()
+    entry = _scan_for(user, scan_id)
+    m = _manifest(entry)
+    params = _params()
+    path = params.get("path", "")
+    index = _indexed(entry.scan_id, m)
+    at = index.files_at.get(path)
+    if at is None:
+        raise Gone
+    f = m["files"][at]
+    ev = view.evidence(f)
+    commits_of = view.cited_commits(m)
+    cited = dict.fromkeys(str(h["commit"]) for h in (ev or {}).get("hunks") or [] if h.get("commit"))
+    commits = [
+        {
+            "id": c,
+            "subject": str((commits_of.get(c) or {}).get("subject") or ""),
+            "release": (commits_of.get(c) or {}).get("release"),
+        }
+        for c in cited
+    ]
+    history = _history(user, entry, str(f["sha256"]))
+    in_force = choose(backend().desk.decisions_for([f["sha256"]], entry.supplier), entry.supplier)
+    state = ""
+    if in_review_class(f):
+        row = review.rows({"files": [f], "flags": m.get("flags") or []})[0]
+        d = in_force.get(str(f["sha256"]))
+        state = d.verdict if d and d.at > row.at else row.state
+    origin_label = ORIGINS.get(str((ev or {}).get("origin")), "")
+    body = render.page(
+        "file.html",
+        title=path,
+        user=user,
+        csrf=csrf_token(user),
+        m=m,
+        scan_id=scan_id,
+        drop=view.drop_name(m),
+        f=f,
+        component=str(f.get("component") or "(top level)"),
+        copies=index.copies.get(f["sha256"], 1),
+        flags=[fl for fl in view.flags(m) if fl.get("path") == path],
+        licences=[view.finding_label(lic) for lic in view.licence_findings(f)],
+        ev=ev,
+        base=view.base_label((ev or {}).get("base")),
+        origin_label=origin_label,
+        commits=commits,
+        diff=render.trusted(diffs.body(path, ev, diffs.Budget())) if ev else "",
+        decisions=history,
+        state=state,
+        can_decide=user.can_decide(entry.supplier) and in_review_class(f),
+        notice=_notice(params),
+    )
+    return _html(body)
+
+
+# ------------------------------------------------------------------ decisions
+def _decide(
+    user: User, scan_id: str, form: Mapping[str, list[str]], token: str
+) -> tuple[ScanEntry, int, str]:
+    """Record the decisions a form (or a JSON call) asks for; returns (scan, contents decided, verdict)."""
+    from dropscan.store.scans import now
+
+    entry = _scan_for(user, scan_id)
+    check_state_change(user, token, app.current_event.headers or {}, _host())
+    if not user.can_decide(entry.supplier):
+        raise Forbidden("your role may read this supplier's findings, not decide on them")
+    one = {k: v[0] for k, v in form.items() if v}
+    verdict, scope = one.get("verdict", ""), one.get("scope", "supplier")
+    if scope not in user.scopes():
+        raise Forbidden("deciding for every supplier needs the global-decisions group")
+    m = _manifest(entry)
+    paths = list(dict.fromkeys(form.get("path", [])))
+    if one.get("select") == "matching":
+        q = review.Query.parse({k[2:]: v for k, v in one.items() if k.startswith("f_")} | {"page": "1"})
+        paths = [r.path for r in review.matching(_current_rows(entry, m), q)]
+    if not paths:
+        return entry, 0, verdict
+    decided = record(
+        m, paths=paths, verdict=verdict, by=user.name, at=now(), note=one.get("note", "")[:2000], scope=scope
+    )
+    backend().desk.record(decided)
+    return entry, len(decided), verdict
+
+
+def _host() -> str:
+    ev = app.current_event
+    headers = {k.lower(): v for k, v in (ev.headers or {}).items()}
+    return str(headers.get("host") or ev.request_context.domain_name or "")
+
+
+@app.post("/scans/<scan_id>/decisions")
+def decide(scan_id: str) -> Response[str]:
+    user = _user()
+    form = _form()
+    token = (form.get("csrf") or [""])[0] or _header("x-csrf-token")
+    try:
+        _, n, verdict = _decide(user, scan_id, form, token)
+    except DecisionError as e:
+        return _html(
+            render.page("error.html", title="Not recorded", message=str(e), user=user, csrf=csrf_token(user)),
+            400,
+        )
+    back = (form.get("back") or [""])[0]
+    done = f"{n}-{verdict}" if n else "none"
+    if back == "file" and form.get("path"):
+        return _see(f"/scans/{scan_id}/file?path={quote(form['path'][0], safe='')}&done={done}")
+    kept = {k[2:]: v[0] for k, v in form.items() if k.startswith("f_") and v}
+    return _see(render.url(f"/scans/{scan_id}", kept | {"done": done}))
+
+
+def _header(name: str) -> str:
+    return str({k.lower(): v for k, v in (app.current_event.headers or {}).items()}.get(name, ""))
+
+
+# ------------------------------------------------------------------ the same as JSON
+@app.get("/api/me")
+def api_me() -> Response[str]:
+    user = _user()
+    return _json(
+        {
+            "name": user.name,
+            "reviews": sorted(user.reviews),
+            "reads": sorted(user.reads),
+            "scopes": user.scopes(),
+            "csrf": csrf_token(user),
+        }
+    )
+
+
+@app.get("/api/suppliers/<name>/scans")
+def api_scans(name: str) -> Response[str]:
+    user = _user()
+    if not user.can_read(name):
+        raise Gone
+    return _json([e.__dict__ for e in backend().desk.scans_of(name)])
+
+
+@app.get("/api/scans/<scan_id>/review")
+def api_review(scan_id: str) -> Response[str]:
+    user = _user()
+    entry = _scan_for(user, scan_id)
+    m = _manifest(entry)
+    orders = _indexed(entry.scan_id, m).orders
+    pg = review.page(_current_rows(entry, m), review.Query.parse(_params()), orders=orders)
+    return _json(
+        {
+            "total": pg.total,
+            "page": pg.page,
+            "pages": pg.pages,
+            "groups": pg.groups,
+            "states": pg.states,
+            "rows": [_row(r) for r in pg.rows],
+        }
+    )
+
+
+def _row(r: review.Row) -> dict[str, Any]:
+    return {k: getattr(r, k) for k in review.Row.__slots__}
+
+
+@app.post("/api/scans/<scan_id>/decisions")
+def api_decide(scan_id: str) -> Response[str]:
+    user = _user()
+    try:
+        data = json.loads(app.current_event.decoded_body or "{}")
+    except ValueError:
+        return _json({"message": "the body is not JSON"}, 400)
+    if not isinstance(data, dict):
+        return _json({"message": "expected an object"}, 400)
+    form = {k: [str(v)] for k, v in data.items() if k in ("verdict", "note", "scope", "select")}
+    form["path"] = [str(p) for p in data.get("paths") or []]
+    try:
+        _, n, verdict = _decide(user, scan_id, form, _header("x-csrf-token"))
+    except DecisionError as e:
+        return _json({"message": str(e)}, 400)
+    return _json({"decided": n, "verdict": verdict})
+
+
+# ------------------------------------------------------------------ errors
+def _gone(_: Exception) -> Response[str]:
+    try:
+        user: User | None = _user()
+    except Unauthorized:
+        user = None
+    if app.current_event.path.startswith("/api/"):
+        return _json({"message": "not found"}, 404)
+    return _not_found(user)
+
+
+def _unauthorized(_: Exception) -> Response[str]:
+    return _json({"message": "Unauthorized"}, 401)
+
+
+def _forbidden(e: Exception) -> Response[str]:
+    if app.current_event.path.startswith("/api/"):
+        return _json({"message": str(e)}, 403)
+    return _html(render.page("error.html", title="Not allowed", message=str(e)), 403)
+
+
+# registered by call: Powertools' decorators are untyped
+app.not_found(_gone)
+app.exception_handler(NotFoundError)(_gone)
+app.exception_handler(Unauthorized)(_unauthorized)
+app.exception_handler(Forbidden)(_forbidden)
+
+
+def handle(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """Resolve one API Gateway (HTTP API, payload 2.0) event; every answer with the security headers."""
+    result: dict[str, Any] = app.resolve(dict(event), context)
+    result.setdefault("headers", {}).update(SECURITY_HEADERS)
+    return result
+
+
+@cache
+def public_paths() -> frozenset[tuple[str, str]]:
+    return frozenset(PUBLIC_ROUTES)

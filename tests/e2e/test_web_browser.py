@@ -1,0 +1,200 @@
+"""The review desk in a real browser: Debian's Chromium driven by Selenium (chromedriver) against the
+desk of an embedded stack, served on 127.0.0.1 behind the local HTTP API and its JWT check.
+
+A reviewer signs in, opens a drop, a file with its diff, decides, decides the rest of the review set
+from the page, and the supplier's next drop comes back with those decisions applied; a reviewer of
+another supplier sees none of it; a hostile file name is text. Screenshots of the main pages go to
+``$DROPSCAN_TEST_OUT/web`` (default: the test's temporary folder).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dropscan.local.embedded import EmbeddedStack, embedded
+from dropscan.local.web import serve
+
+from helpers.builders import make_tar
+from helpers.desk import PASSWORD, DeskClient
+from helpers.flows import Scanned, scan_and_wait
+from helpers.product_drops import UPSTREAM, first_drop, second_drop
+
+HOSTILE = "widget-1.0-acme/acme/<img src=x onerror=alert(1)>.c"
+WAIT = 60  # seconds a page may take on a loaded machine; the waits end as soon as it is there
+
+
+def _browser_or_skip() -> tuple[str, str]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        if os.environ.get("DROPSCAN_REQUIRE_BROWSER") == "1":
+            pytest.fail("DROPSCAN_REQUIRE_BROWSER=1 but chromium or chromedriver is missing (make browser)")
+        pytest.skip("chromium and chromium-driver are not installed (make browser)")
+    pytest.importorskip("selenium")
+    return chromium, driver
+
+
+@dataclass
+class Site:
+    es: EmbeddedStack
+    url: str
+    acme: Scanned
+    globex: Scanned
+    tmp: Path
+    shots: Path
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    _browser_or_skip()
+    tmp = tmp_path_factory.mktemp("browser")
+    shots = Path(os.environ.get("DROPSCAN_TEST_OUT") or tmp) / "web"
+    shots.mkdir(parents=True, exist_ok=True)
+    with embedded() as es:
+        es.client.ingest(make_tar(tmp / "widget-1.0.tar.gz", UPSTREAM), "widget", "1.0")
+        first = first_drop() | {HOSTILE: b"int hostile;\n"}
+        acme = scan_and_wait(es, make_tar(tmp / "acme-widget-1.0-gpl.tar.gz", first), "acme")
+        other = {p.replace("acme", "globex"): d for p, d in first_drop().items()}
+        globex = scan_and_wait(es, make_tar(tmp / "globex-widget-1.0-gpl.tar.gz", other), "globex")
+        desk = DeskClient(es)
+        desk.add_user("alice", "review-acme")
+        desk.add_user("bob", "review-globex")
+        server = serve(desk.api, "127.0.0.1", 0)
+        try:
+            yield Site(es, f"http://127.0.0.1:{server.server_address[1]}", acme, globex, tmp, shots)
+        finally:
+            server.shutdown()
+
+
+@pytest.fixture
+def browser(site: Site) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = _browser_or_skip()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1800",
+                "--disable-background-networking", "--disable-component-update", "--no-first-run",
+                f"--user-data-dir={site.tmp / 'chromium'}"):  # fmt: skip
+        options.add_argument(arg)
+    b = webdriver.Chrome(options=options, service=Service(driver))
+    try:
+        yield b
+    finally:
+        b.quit()
+
+
+def wait_for(b: Any, css: str, text: str | None = None) -> Any:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    if text is not None:
+        WebDriverWait(b, WAIT).until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+    return WebDriverWait(b, WAIT).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def sign_in(b: Any, site: Site, name: str, where: str = "") -> None:
+    b.get(f"{site.url}/{where}")
+    wait_for(b, "#username").send_keys(name)
+    b.find_element("css selector", "#password").send_keys(PASSWORD)
+    b.find_element("css selector", "#signin-button").click()
+    wait_for(b, "#who", name)
+
+
+def click(b: Any, css: str) -> None:
+    """Click, then wait until the page the script puts in place of this one is there."""
+    old = b.find_element("css selector", "body")
+    b.find_element("css selector", css).click()
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(b, WAIT).until(ec.staleness_of(old))
+
+
+def visit(b: Any, url: str) -> None:
+    """Go to ``url`` (a "#/..." of the desk: the script fetches it), then wait until it is in place."""
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = b.find_element("css selector", "body")
+    b.get(url)
+    WebDriverWait(b, WAIT).until(ec.staleness_of(old))
+
+
+def shot(b: Any, site: Site, name: str) -> None:
+    assert b.save_screenshot(str(site.shots / f"{name}.png"))
+
+
+def test_a_reviewer_works_through_a_drop_and_the_next_drop_comes_back_decided(
+    browser: Any, site: Site
+) -> None:
+    b = browser
+    sign_in(b, site, "alice")
+    assert site.acme.scan_id in b.page_source and site.globex.scan_id not in b.page_source
+    shot(b, site, "1-suppliers")
+
+    click(b, f'a[href="/scans/{site.acme.scan_id}"]')
+    wait_for(b, "#review")
+    assert b.current_url.endswith(f"/#/scans/{site.acme.scan_id}")
+    shot(b, site, "2-review-set")
+
+    # the hostile name is a row of text; nothing of it became markup or ran
+    wait_for(b, "#filter-q").send_keys("onerror")
+    click(b, "#filter-button")
+    cell = wait_for(b, "td.path a")
+    assert cell.text == HOSTILE
+    assert b.execute_script("return document.querySelectorAll('img').length") == 0
+    shot(b, site, "3-hostile-name")
+
+    visit(b, f"{site.url}/#/scans/{site.acme.scan_id}/file?path=widget-1.0-acme%2Fsrc%2Fw00.c")
+    wait_for(b, "#diff .add.vendor")
+    colour = b.execute_script(
+        "return getComputedStyle(document.querySelector('#diff .add.vendor')).borderLeftColor"
+    )
+    assert colour == "rgb(216, 27, 96)"  # the vendor hunk's colour (dropscan.reports.diffs)
+    shot(b, site, "4-file-diff")
+    wait_for(b, "#note").send_keys("acme's tuning, reviewed")
+    click(b, "#accept")
+    wait_for(b, "#notice", "under your name")
+    assert wait_for(b, "#file-state").text == "accepted"
+    assert "alice" in wait_for(b, "#history").text and "acme's tuning, reviewed" in b.page_source
+    shot(b, site, "5-decided")
+
+    # the rest of the review set, from the drop's page: everything still to decide
+    visit(b, f"{site.url}/#/scans/{site.acme.scan_id}")
+    wait_for(b, "#select-matching").click()
+    click(b, "#accept")
+    wait_for(b, "#notice", "Recorded: accepted")
+    assert b.find_elements("css selector", "#review tbody tr") == []
+
+    second, changed, new = second_drop(first_drop())
+    m2 = scan_and_wait(site.es, make_tar(site.tmp / "acme-widget-1.1-gpl.tar.gz", second), "acme").manifest
+    visit(b, f"{site.url}/#/desk")
+    wait_for(b, f'a[href="/scans/{m2["scan_id"]}"]')
+    click(b, f'a[href="/scans/{m2["scan_id"]}"]')
+    assert wait_for(b, "#review-count").text == str(len(changed | new))
+    rows = {e.text for e in b.find_elements("css selector", "#review td.path a")}
+    assert rows == changed | new  # only what changed since the decided drop
+    shot(b, site, "6-next-drop")
+
+
+def test_a_reviewer_of_another_supplier_sees_none_of_it(browser: Any, site: Site) -> None:
+    b = browser
+    sign_in(b, site, "bob")
+    assert site.globex.scan_id in b.page_source and site.acme.scan_id not in b.page_source
+    assert "acme" not in wait_for(b, "main").text
+    visit(b, f"{site.url}/#/scans/{site.acme.scan_id}")
+    assert wait_for(b, "#error-message").text.startswith("There is nothing here")
+    shot(b, site, "7-other-supplier")
+    click(b, "#signout")
+    wait_for(b, "#username")
+    b.get(f"{site.url}/#/desk")
+    assert wait_for(b, "#signin-button").is_displayed()  # signed out: the desk asks again
