@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dropscan.audit import evidence, similarity
+from dropscan.audit import hunk_origins, similarity
 from dropscan.audit.components import release_paths
-from dropscan.audit.evidence import Candidate, Published, published_list
+from dropscan.audit.hunk_origins import Candidate, Published, published_list
 from dropscan.store.content import ContentStore, Location, hunk_shard, path_shard
 from dropscan.store.services import Services
 
@@ -126,11 +126,11 @@ def add_evidence(
         report.files += 1
         named = _named(comp, base)
         if f["class"] in _NOISE_CLASSES:
-            f["evidence"] = evidence.noise_only(named, f["class"])
+            f["evidence"] = hunk_origins.noise_only(named, f["class"])
             continue
         reason = _cannot_diff(f, base, comp, content, truncated)
         if reason:
-            f["evidence"] = evidence.without_diff(named, reason)
+            f["evidence"] = hunk_origins.without_diff(named, reason)
             report.without += 1
             continue
         assert named is not None
@@ -143,20 +143,20 @@ def add_evidence(
         usable = [c for c in candidates if c.base["sha256"] in pre.blobs]
         if not usable:
             reason = "the upstream content could not be read"
-            f["evidence"] = evidence.without_diff(candidates[0].base if candidates else None, reason)
+            f["evidence"] = hunk_origins.without_diff(candidates[0].base if candidates else None, reason)
             report.without += 1
             continue
-        chosen = evidence.choose(usable, index)
+        chosen = hunk_origins.choose(usable, index)
         old = pre.blobs[chosen.base["sha256"]]
-        patch = evidence.patch_text(old, content[f["sha256"]], chosen.base["path"])
-        f["evidence"] = evidence.evidence_of(chosen, index, patch)
+        patch = hunk_origins.patch_text(old, content[f["sha256"]], chosen.base["path"])
+        f["evidence"] = hunk_origins.evidence_of(chosen, index, patch)
         report.diffed += 1
         report.candidates += len(usable)
     report.phases["diff"] = time.perf_counter() - mark
     mark = time.perf_counter()
     report.similar = _add_similar(pre, manifest, content)
     report.phases["similar"] = time.perf_counter() - mark
-    evidence.settle(manifest)
+    hunk_origins.settle(manifest)
     report.seconds = time.perf_counter() - started
     report.store = {"gets": pre.store.stats.gets, "bytes_read": pre.store.stats.bytes_read}
     return report
@@ -232,7 +232,7 @@ def _states(
             "commit": commit,
         }
         out.append((state, (key, off, n)))
-        if len(out) > evidence.MAX_CANDIDATES:
+        if len(out) > hunk_origins.MAX_CANDIDATES:
             break
     return out
 
@@ -310,7 +310,7 @@ def _diff_all(
             old = blobs.get(c.base["sha256"])
             if old is None:
                 continue
-            c.hunks = evidence.diff(old, new)
+            c.hunks = hunk_origins.diff(old, new)
             if comp.history:
                 path = c.base["path"]
                 keys = (h.key(path) for h in c.hunks)

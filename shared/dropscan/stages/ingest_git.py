@@ -29,7 +29,7 @@ from pygit2.enums import DeltaStatus, DiffOption
 from dropscan import heap
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit import similarity
-from dropscan.audit.evidence import MAX_PUBLISHED, Published, diff, published_list
+from dropscan.audit.hunk_origins import MAX_PUBLISHED, Published, diff, published_list
 from dropscan.forked import Feed, ForkedError, Urgent, usable_cpus
 from dropscan.gitbundle import init_repo, unbundle
 from dropscan.gitrepo import GITLINK, LINK, Entry, FirstSeen, GitRepo, Tag, add_path, first_seen

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dropscan.audit.evidence import (
+from dropscan.audit.hunk_origins import (
     Candidate,
     Hunk,
     Published,
