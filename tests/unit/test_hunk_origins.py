@@ -277,7 +277,9 @@ def test_the_base_is_the_release_and_a_nearer_commit_is_only_reported_beside_it(
     assert (nearest["distance"], nearest["base_distance"]) == (2, 4)
     # a snapshot component: the state with the fewest unexplained lines is the base, as before
     assert base_of(candidates, index, snapshot=True)[0] is choose(candidates, index)
-    no_fix: dict[str, list[Published]] = {}  # the fix unknown to the index: the commit explains more than the release
+    no_fix: dict[
+        str, list[Published]
+    ] = {}  # the fix unknown to the index: the commit explains more than the release
     assert base_of(candidates, no_fix, snapshot=True)[0].base.get("commit") == fix.commit
     assert base_of(candidates, no_fix, snapshot=False)[0].base["version"] == "1.0"
 
