@@ -505,7 +505,7 @@ def debian_tree(dsc: Path, into: Path) -> Path:
     with tarfile.open(deb) as tar:
         tar.extractall(root, filter="tar")
     for name in series(root):
-        patch = root / "debian" / "patches" / name
+        patch = (root / "debian" / "patches" / name).resolve()
         subprocess.run(["patch", "-p1", "-s", "-i", str(patch)], cwd=root, check=True)
     return root
 

@@ -27,7 +27,7 @@ UPSTREAM, VENDOR, MIXED, NOISE, REVERT = "upstream", "vendor", "mixed", "noise",
 REVERTS_FLAG = "reverts-upstream"
 #: the base is the matched release's file unless the component matches no release this well (a
 #: snapshot tree): then each file's nearest upstream state
-SNAPSHOT_PCT = 90.0
+SNAPSHOT_PCT = 50.0
 #: lines each side of a short or common hunk that must be the commit's too for it to be cited
 CONTEXT_CHECK = 3
 #: a line recurring this often in the base file is common there: alone it cites nothing

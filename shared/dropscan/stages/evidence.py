@@ -447,21 +447,23 @@ class _PathHistory:
         return self._describe(hi) if hi - lo == 1 else None
 
     def _describe(self, i: int) -> Published:
-        """The commit of state ``i``, with its first release and subject from the hunk index (its diff
-        from the state before gives its fingerprints)."""
+        """The commit of state ``i``, with its first release and subject from the hunk index: its diff
+        from one of the states just before it in time (its parent's, unless a side branch's came
+        between) gives the fingerprints of its own change."""
         _sha, commit, date, *_ = self.revs[i]
-        old, new = self._content(i - 1) if i else b"", self._content(i)
-        keys = [k for h in hunk_origins.diff(old or b"", new or b"") if (k := h.key(self.path))]
-        missing = {k for k in keys if k not in self.index}
-        if missing:
-            shards = self.store.shards(self.comp.package, "hunks", {hunk_shard(k) for k in missing})
-            for k in missing:
-                raw = shards.get(hunk_shard(k), {}).get(k)
-                self.index[k] = published_list(raw) if raw is not None else []
-        for k in keys:
-            found = next((p for p in self.index.get(k, ()) if p.commit == commit), None)
-            if found is not None:
-                return found
+        new = self._content(i) or b""
+        for j in range(i - 1, max(i - 1 - self.NEAR, -1), -1):
+            keys = [k for h in hunk_origins.diff(self._content(j) or b"", new) if (k := h.key(self.path))]
+            missing = {k for k in keys if k not in self.index}
+            if missing:
+                shards = self.store.shards(self.comp.package, "hunks", {hunk_shard(k) for k in missing})
+                for k in missing:
+                    raw = shards.get(hunk_shard(k), {}).get(k)
+                    self.index[k] = published_list(raw) if raw is not None else []
+            for k in keys:
+                found = next((p for p in self.index.get(k, ()) if p.commit == commit), None)
+                if found is not None:
+                    return found
         return Published(commit, None, date, None)
 
 
