@@ -428,10 +428,10 @@ class _PathHistory:
             if state is None:
                 return None
             if not present(state):
-                found = self._describe(i)
+                found = self._describe(i, [j for j in range(i - 1, lo - 1, -1) if self._holds(j, present)])
                 if found.subject is not None:
                     return found
-                continue  # its change from the state before is not its commit's: another branch's
+                continue  # not its commit's own change from a state holding the lines: another branch's
             lo = i
         last = self._content(hi) if hi > lo else None
         if last is None or present(last):
@@ -444,15 +444,19 @@ class _PathHistory:
             if state is None:
                 return None
             lo, hi = (mid, hi) if present(state) else (lo, mid)
-        return self._describe(hi) if hi - lo == 1 else None
+        return self._describe(hi, [lo]) if hi - lo == 1 else None
 
-    def _describe(self, i: int) -> Published:
-        """The commit of state ``i``, with its first release and subject from the hunk index: its diff
-        from one of the states just before it in time (its parent's, unless a side branch's came
-        between) gives the fingerprints of its own change."""
+    def _holds(self, j: int, present: Any) -> bool:
+        state = self._content(j)
+        return state is not None and bool(present(state))
+
+    def _describe(self, i: int, parents: list[int]) -> Published:
+        """The commit of state ``i``, with its first release and subject from the hunk index, when its
+        diff from one of ``parents`` (states before it holding the lines, nearest first) is its
+        commit's own change: the commit removed them (a side branch's state never held them)."""
         _sha, commit, date, *_ = self.revs[i]
         new = self._content(i) or b""
-        for j in range(i - 1, max(i - 1 - self.NEAR, -1), -1):
+        for j in parents[: self.NEAR]:
             keys = [k for h in hunk_origins.diff(self._content(j) or b"", new) if (k := h.key(self.path))]
             missing = {k for k in keys if k not in self.index}
             if missing:
