@@ -300,9 +300,11 @@ def test_reverts_are_named_flagged_and_kept_in_review_and_a_lone_line_elsewhere_
     repo.mkdir()
     git(repo, "init", "-q", "-b", "master")
     block = ["#ifdef HAVE_LINUX\n", "\tsetup_linux(fd, flags | LINUX_ONLY);\n", "#endif\n"]
-    same = {f"same{n}.c": text(source(f"same{n}")) for n in range(8)}  # what identifies the release
-    files = {"LICENSE": LICENCE, "a.c": text(A0), "r.c": text(B0), "s.c": text(C0), "t.c": text(D0)}
-    commit(repo, files | same, "Initial import", "2001-01-01")
+    # files left as they are: what identifies the release
+    same: dict[str, bytes] = {f"same{n}.c": text(source(f"same{n}")) for n in range(8)}
+    files: dict[str, bytes | None] = {"LICENSE": LICENCE, "a.c": text(A0), "r.c": text(B0)}
+    files |= {"s.c": text(C0), "t.c": text(D0)}
+    commit(repo, {**files, **same}, "Initial import", "2001-01-01")
     fixed = edit(B0, 10, "int b_10(void) { return 10 + check(); /* fix */ }\n")
     fix = commit(repo, {"r.c": text(fixed)}, "r: check b_10's result", "2001-02-01")
     with_block = [*C0[:20], *block, *C0[20:]]
