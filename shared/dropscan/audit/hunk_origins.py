@@ -627,7 +627,9 @@ def settle(manifest: dict[str, Any]) -> None:
     manifest["summary"]["vendor_changed"] = vendor
     manifest["evidence"] = {"commits": commits}
     flags = [fl for fl in manifest.get("flags") or [] if fl.get("kind") != REVERTS_FLAG]
-    manifest["flags"] = flags + revert_flags(manifest["files"])
+    reverted = revert_flags(manifest["files"])
+    if reverted or "flags" in manifest:  # a manifest triage gave no flags to stays without
+        manifest["flags"] = flags + reverted
 
 
 def revert_flags(files: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
