@@ -170,11 +170,19 @@ bench-git: install
 EVIDENCE_CACHE ?= .cache/bench/evidence
 BUSYBOX_MIRROR ?= /work/.mirror/mirror+busybox/repo
 BUSYBOX_W32 ?= /work/.mirror/rmyorston+busybox-w32/repo
+# Debian's busybox 1.37.0-6 (trixie) is also scanned with its patch series applied (issue 36): apt needs
+# trixie's deb-src (TRIXIE_SRC, written when absent: needs root); on a bookworm host `busybox/trixie`
+# resolves the binary package's version, so the source version is asked by number.
+TRIXIE_SRC ?= /etc/apt/sources.list.d/trixie-src.sources
+DEBIAN_BUSYBOX ?= 1:1.37.0-6
 bench-evidence: install
 	@mkdir -p $(EVIDENCE_CACHE)
-	@ls $(EVIDENCE_CACHE)/busybox_1.37.0.orig.tar.* >/dev/null 2>&1 || \
-	  (cd $(EVIDENCE_CACHE) && apt-get source -qq --download-only busybox/trixie >/dev/null 2>&1) || \
-	  echo "no busybox 1.37.0 source from apt: the drop is built from the tag"
+	@[ -f $(TRIXIE_SRC) ] || grep -rqs "trixie" /etc/apt/sources.list.d/ || \
+	  (printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+	  > $(TRIXIE_SRC) && apt-get update -qq) || echo "could not add trixie's deb-src"
+	@ls $(EVIDENCE_CACHE)/busybox_1.37.0-*.dsc >/dev/null 2>&1 || \
+	  (cd $(EVIDENCE_CACHE) && apt-get source -qq --download-only busybox=$(DEBIAN_BUSYBOX) >/dev/null 2>&1) || \
+	  echo "no busybox 1.37.0 source from apt: the drop is built from the tag, no Debian series"
 	$(BIN)/python bench/evidence_busybox.py --mirror $(BUSYBOX_MIRROR) --w32 $(BUSYBOX_W32) \
 	  --cache $(EVIDENCE_CACHE) --runs 3 --out bench-out/evidence \
 	  $$(ls $(EVIDENCE_CACHE)/busybox_1.37.0.orig.tar.* 2>/dev/null | sed 's/^/--tarball /')

@@ -4,6 +4,7 @@ holding BusyBox's git history, and against one holding the 1.37.0 release alone.
 
     python bench/evidence_busybox.py [--tarball busybox_1.37.0.orig.tar.bz2] [--runs 3] [--out DIR]
         [--mirror CLONE_OF_mirror/busybox] [--w32 CLONE_OF_rmyorston/busybox-w32]
+        [--debian-dsc busybox_1.37.0-6.dsc] [--reuse]
 
 1. One repository with upstream's history up to and past 1.37.0: the GitHub mirror ``mirror/busybox``
    (every branch and tag, up to 1_36_1) plus the ``busybox`` branch of ``rmyorston/busybox-w32`` (upstream's
@@ -15,7 +16,14 @@ holding BusyBox's git history, and against one holding the 1.37.0 release alone.
    rule (below); marked vendor edits; the ground truth (``expected.json``) is written from how the drop
    was built, with git alone.
 3. The drop scanned (``dropscan scan``) against the history database (``--runs`` times) and against a
-   database holding only the 1.37.0 tarball; every file's ``evidence`` compared with the ground truth.
+   database holding only the 1.37.0 tarball; every file's ``evidence`` compared with the ground truth,
+   and the precision of its upstream citations (a hunk cited to a commit not applied is a false one).
+4. With Debian's source package (``--debian-dsc``, busybox 1.37.0-6 of trixie): the 1.37.0 tarball with
+   Debian's patch series applied (``patch -p1``, the series in order) and ``debian/`` beside, scanned
+   against the same history (issue 36): no file a patch changed may be cleared as upstream's own, every
+   modified file is measured against 1.37.0, and every file that brings back lines a commit the
+   patches' headers say they revert removed (by git: that commit's removed lines, in the drop, not in
+   1.37.0) names that commit.
 
 Writes ``<out>/result.json`` and prints a table; exits 1 when a classification is wrong.
 """
@@ -27,6 +35,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -456,6 +465,128 @@ def _common(f: Mapping[str, Any] | None, path: str, want: Mapping[str, Any]) -> 
     return bad
 
 
+def precision(files: Mapping[str, Any], truth: Mapping[str, Any]) -> dict[str, Any]:
+    """Upstream citations of the history scan: right (a hunk off the vendor lines citing a commit
+    applied to the file) and false (any other), over the drop's every modified file."""
+    right = false = 0
+    wrong: list[str] = []
+    for path, f in files.items():
+        ev = f.get("evidence") or {}
+        want = truth["files"].get(path)
+        applied = {c["id"] for c in want["commits"]} if want else set()
+        vendor_lines = set(want["vendor_lines"]) if want else set()
+        for h in ev.get("hunks", ()):
+            if h.get("origin") != "upstream":
+                continue
+            span = set(range(h["new_start"], h["new_start"] + h["new_lines"]))
+            if h.get("commit") in applied and not span & vendor_lines:
+                right += 1
+            else:
+                false += 1
+                wrong.append(f"{path}@{h['new_start']}: {h.get('commit')}")
+    cited = right + false
+    return {
+        "upstream_citations": cited,
+        "false_upstream_citations": false,
+        "precision": round(right / cited, 4) if cited else None,
+        "false": wrong,
+    }
+
+
+def debian_tree(dsc: Path, into: Path) -> Path:
+    """The source package's tree: its orig tarball, ``debian/`` from its debian tarball, and the
+    series applied in order with ``patch -p1`` (what dpkg-source -x makes, without dpkg-dev)."""
+    folder = dsc.parent
+    orig = next(folder.glob("busybox_1.37.0.orig.tar.*"))
+    deb = next(folder.glob(dsc.name.removesuffix(".dsc") + ".debian.tar.*"))
+    with tarfile.open(orig) as tar:
+        tar.extractall(into, filter="tar")
+    root = into / PREFIX
+    with tarfile.open(deb) as tar:
+        tar.extractall(root, filter="tar")
+    for name in series(root):
+        patch = (root / "debian" / "patches" / name).resolve()
+        subprocess.run(["patch", "-p1", "-s", "-i", str(patch)], cwd=root, check=True)
+    return root
+
+
+def series(root: Path) -> list[str]:
+    text = (root / "debian" / "patches" / "series").read_text()
+    return [line.split()[0] for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def debian_truth(repo: Path, root: Path) -> dict[str, Any]:
+    """From the patches and git alone: the files each patch changes, and (file, commit) where a commit
+    a patch's header says it reverts removed lines the drop has and 1.37.0 lacks."""
+    patched: dict[str, list[str]] = {}
+    reverts: list[tuple[str, str]] = []
+    for name in series(root):
+        text = (root / "debian" / "patches" / name).read_text(errors="replace")
+        files = sorted({m.split("/", 1)[1] for m in re.findall(r"^\+\+\+ (\S+)", text, re.M) if "/" in m})
+        for f in files:
+            patched.setdefault(f, []).append(name)
+        head = text.split("\n--- ", 1)[0]
+        named = (
+            dict.fromkeys(re.findall(r"\b[0-9a-f]{40}\b", head)) if re.search("revert", head, re.I) else {}
+        )
+        own = re.match(r"From ([0-9a-f]{40}) ", head)  # format-patch's own commit line
+        for commit in named:
+            if own and commit == own.group(1):
+                continue
+            for f in git(repo, "show", "--format=", "--name-only", commit).split():
+                if f not in files:
+                    continue
+                shown = git(repo, "show", "--format=", "-U0", commit, "--", f).splitlines()
+                gone = {x[1:].strip() for x in shown if x.startswith("-") and not x.startswith("---")}
+                base = {x.strip() for x in git(repo, "show", f"1_37_0:{f}").splitlines()}
+                drop = {x.strip() for x in (root / f).read_text(errors="replace").splitlines()}
+                if {x for x in gone if x} & drop - base:
+                    reverts.append((f, commit))
+    return {"patched": patched, "reverts": reverts}
+
+
+def check_debian(files: Mapping[str, Any], truth: Mapping[str, Any]) -> dict[str, Any]:
+    """What issue 36 asks of the Debian drop's evidence (each list empty when right)."""
+    ev = {p.removeprefix(PREFIX + "/"): (f.get("evidence") or {}) for p, f in files.items()}
+
+    def named(path: str) -> list[dict[str, Any]]:
+        return list(ev.get(path, {}).get("reverts") or [])
+
+    modified = {p for p, f in files.items() if f["class"] == "modified" and f.get("evidence")}
+    cleared = sorted(p for p in truth["patched"] if ev.get(p, {}).get("origin") == "upstream")
+    not_release = sorted(
+        p.removeprefix(PREFIX + "/")
+        for p in modified
+        if (files[p]["evidence"].get("base") or {}).get("version") != "1.37.0"
+        or (files[p]["evidence"].get("base") or {}).get("commit")
+    )
+    unnamed = [
+        f"{f} does not name {c[:12]} (names {[str(r.get('commit'))[:12] for r in named(f)]})"
+        for f, c in truth["reverts"]
+        if c not in {r.get("commit") for r in named(f)}
+    ]
+    reverting = {
+        p: [r.get("commit") for r in e.get("reverts") or []] for p, e in ev.items() if e.get("reverts")
+    }
+    cited = [
+        f"{p}@{h['new_start']}: {h.get('commit')}"
+        for p, e in ev.items()
+        for h in e.get("hunks", ())
+        if h.get("origin") == "upstream"
+    ]
+    return {
+        "modified": len(modified),
+        "patched_files": len(truth["patched"]),
+        "cleared_as_upstream": cleared,
+        "base_not_1_37_0": not_release,
+        "revert_truth": len(truth["reverts"]),
+        "reverts_not_named": unnamed,
+        "files_flagged_reverting": reverting,
+        "upstream_citations": cited,
+        "with_patch_statements": sum(1 for e in ev.values() if e.get("patches")),
+    }
+
+
 def others(files: Mapping[str, Any], truth: Mapping[str, Any]) -> dict[str, Any]:
     """The drop's other files: every one should be identical to 1.37.0."""
     rest = [f for p, f in files.items() if p not in truth["files"]]
@@ -588,6 +719,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--reuse", action="store_true", help="scan the databases a previous run left (no ingest measured)"
     )
+    ap.add_argument(
+        "--debian-dsc",
+        help="Debian's busybox 1.37.0 source package (.dsc beside its tarballs; default: the cache's)",
+    )
     a = ap.parse_args(argv)
     out, cache = Path(a.out), Path(a.cache)
     out.mkdir(parents=True, exist_ok=True)
@@ -642,7 +777,29 @@ def main(argv: list[str] | None = None) -> int:
         result["history"] = scan_figures(runs) | {
             "wrong": hist["wrong"],
             "others": others(hist["files"], truth),
+            "precision": precision(hist["files"], truth),
         }
+        dsc = (
+            Path(a.debian_dsc)
+            if a.debian_dsc
+            else next(iter(sorted(cache.glob("busybox_1.37.0-*.dsc"))), None)
+        )
+        if dsc is not None:
+            deb = w / "debian"
+            deb.mkdir()
+            root = debian_tree(dsc, deb)
+            deb_truth = debian_truth(repo, root)
+            deb_drop = out / "debian-busybox-1.37.0.tar.gz"
+            with tarfile.open(deb_drop, "w:gz") as tar:
+                tar.add(root, arcname=PREFIX)
+            deb_run = scan(deb_drop, hist_data, w)
+            deb_files = {f["path"]: f for f in deb_run["manifest"]["files"]}
+            result["debian"] = {
+                "dsc": dsc.name,
+                "evidence_seconds": deb_run["manifest"]["stats"]["evidence"].get("seconds"),
+            }
+            result["debian"] |= check_debian(deb_files, deb_truth)
+            print(json.dumps({"debian": result["debian"]}), flush=True)
 
         # the release alone: the tarball (or the tag's archive) ingested as an archive
         rel_data = cache / "data-release"
@@ -675,11 +832,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     rows = table(truth, hist, rel)
     print("\n".join(rows))
+    deb_ok = "debian" not in result or not any(
+        result["debian"][k] for k in ("cleared_as_upstream", "base_not_1_37_0", "reverts_not_named")
+    )
     ok = (
         not hist["wrong"]
         and not rel["wrong"]
         and not result["history"]["others"]["not_identical"]
         and len(result["same_hunks_both_ways"]) == len(truth["files"])
+        and deb_ok
     )
     result["ok"] = ok
     result["table"] = rows
@@ -687,6 +848,21 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("history", "release_only"):
         r = result[name]
         print(f"{name}: {json.dumps({k: r[k] for k in ('wrong', 'summary', 'component')})}")
+    right = len(truth["files"]) - len(set(hist["wrong"]) | set(rel["wrong"]))
+    p = result["history"]["precision"]
+    print(
+        f"files right: {right}/{len(truth['files'])}; upstream citations {p['upstream_citations']}, "
+        f"false {p['false_upstream_citations']}, precision {p['precision']}"
+    )
+    if "debian" in result:
+        d = result["debian"]
+        print(
+            f"debian {d['dsc']}: {d['patched_files']} files patched, {len(d['cleared_as_upstream'])} cleared "
+            f"as upstream's, {len(d['base_not_1_37_0'])} of {d['modified']} modified not measured against "
+            f"1.37.0, {d['revert_truth'] - len(d['reverts_not_named'])}/{d['revert_truth']} reverts named, "
+            f"{len(d['files_flagged_reverting'])} files flagged reverts-upstream, "
+            f"{len(d['upstream_citations'])} upstream citations"
+        )
     print(f"{'all right' if ok else 'WRONG'}: {out / 'result.json'}")
     return 0 if ok else 1
 

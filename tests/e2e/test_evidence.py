@@ -293,3 +293,76 @@ def _git_available() -> None:
 
     if shutil.which("git") is None:
         pytest.fail("git is needed to build the upstream repository")
+
+
+def test_reverts_are_named_flagged_and_kept_in_review_and_a_lone_line_elsewhere_is_the_vendors(
+    tmp_path: Path,
+) -> None:
+    """Issue 36, each rule on a real repository and a real scan: a vendor undoing an upstream fix the
+    release holds, bringing back a block upstream removed, adding upstream's later one-line change in
+    another place; beside a real backport; with a debian/patches series stating one revert."""
+    repo = tmp_path / "foo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    block = ["#ifdef HAVE_LINUX\n", "\tsetup_linux(fd, flags | LINUX_ONLY);\n", "#endif\n"]
+    # files left as they are: what identifies the release
+    same: dict[str, bytes] = {f"same{n}.c": text(source(f"same{n}")) for n in range(8)}
+    files: dict[str, bytes | None] = {"LICENSE": LICENCE, "a.c": text(A0), "r.c": text(B0)}
+    files |= {"s.c": text(C0), "t.c": text(D0)}
+    commit(repo, {**files, **same}, "Initial import", "2001-01-01")
+    fixed = edit(B0, 10, "int b_10(void) { return 10 + check(); /* fix */ }\n")
+    fix = commit(repo, {"r.c": text(fixed)}, "r: check b_10's result", "2001-02-01")
+    with_block = [*C0[:20], *block, *C0[20:]]
+    commit(repo, {"s.c": text(with_block)}, "s: set up linux", "2001-03-01")
+    removal = commit(repo, {"s.c": text(C0)}, "s: no linux setup any more", "2001-04-01")
+    git(repo, "tag", "1_0")
+    errno = "#include <errno.h>\n"
+    later = commit(repo, {"t.c": text([errno, *D0])}, "t: errno.h", "2001-05-01")
+    commit(repo, {"a.c": text(A1)}, "a: fix the sign", "2001-06-01")  # not taken
+    backport = commit(repo, {"a.c": text(A2)}, "a: fix an overflow", "2001-07-01")
+    patch = (
+        b"From: A Packager <p@example.org>\nSubject: Revert " + fix.encode() + b"\n\n"
+        b"This reverts commit " + fix.encode() + b".\n---\n--- a/r.c\n+++ b/r.c\n@@ -11 +11 @@\n-x\n+y\n"
+    )
+    tree = {
+        "LICENSE": LICENCE,
+        "a.c": text(edit(A0, 40, A2[40])),  # the later fix backported, not the one before it
+        # the release's fix undone, and a vendor edit (else the file is a state upstream once had)
+        "r.c": text(edit(B0, 45, "int b_45(void) { return vendor(); }\n")),
+        "s.c": text(edit(with_block, 50, "int c_47(void) { return vendor(); }\n")),  # the block back
+        "t.c": text([*D0[:30], errno, *D0[30:]]),  # upstream's later line, in another place
+        **same,
+        "debian/patches/series": b"revert-fix.patch\n",
+        "debian/patches/revert-fix.patch": patch,
+    }
+    m = scan_with_history(repo, tar_drop(tmp_path, tree))
+    files_ = by_path(m)
+    assert {n: files_[n]["class"] for n in ("a.c", "r.c", "s.c", "t.c")} == dict.fromkeys(
+        ("a.c", "r.c", "s.c", "t.c"), "modified"
+    )
+    ev = {name: files_[name]["evidence"] for name in ("a.c", "r.c", "s.c", "t.c")}
+    # every base is the release's file
+    assert {name: (e["base"]["version"], e["base"].get("commit")) for name, e in ev.items()} == dict.fromkeys(
+        ev, ("1.0", None)
+    )
+    assert (ev["a.c"]["origin"], [h["commit"] for h in ev["a.c"]["hunks"]]) == ("upstream", [backport])
+    assert [(h["origin"], (h.get("reverts") or {}).get("commit")) for h in ev["r.c"]["hunks"]] == [
+        ("revert", fix),
+        ("vendor", None),
+    ]
+    assert [(h["origin"], (h.get("reverts") or {}).get("commit")) for h in ev["s.c"]["hunks"]] == [
+        ("revert", removal),
+        ("vendor", None),
+    ]
+    assert (ev["t.c"]["origin"], [h["origin"] for h in ev["t.c"]["hunks"]]) == ("vendor", ["vendor"])
+    assert later not in json.dumps(ev["t.c"])
+    # the reverts stay in review, flagged with the commit's own subject; only the backport is apart
+    assert m["summary"]["backported"] == 1
+    flagged = {f["path"].removeprefix("foo-1.0/"): f for f in m["flags"] if f["kind"] == "reverts-upstream"}
+    assert set(flagged) == {"r.c", "s.c"}
+    assert flagged["r.c"]["commit"] == fix and flagged["r.c"]["evidence"] == "r: check b_10's result"
+    assert flagged["s.c"]["evidence"] == "s: no linux setup any more"
+    assert m["summary"]["flags"]["review"] >= 2
+    # what the patch series says of r.c, beside the content's answer
+    [said] = ev["r.c"]["patches"]
+    assert (said["patch"], said["states_reverts"]) == ("revert-fix.patch", [fix])

@@ -13,22 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "shared" / "dropscan"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
-#: modules other work under way is moving or renaming right now (issue 34's helpers): a doc naming
-#: one of them may point at its old place until that work lands with its own docs fix. The lead
-#: empties this list after merging.
-MOVING = (
-    "dropscan.stages.evidence",  # `evidence` (issue 36)
-    "dropscan.audit.evidence",  # `evidence` (issue 36)
-    "dropscan.cli",  # `firsthour`
-    "dropscan.store.upstream",  # `dbrules`
-    "dropscan.stages.unpack",  # `dbrules`
-    "dropscan.stages.chunking",  # `dbrules`
-    "dropscan.stages.ingest_git",  # `gitroom`
-    "dropscan.gitrepo",  # `gitroom`
-    "dropscan.gitbundle",  # `gitroom`
-)
-
-ROOMS = ("archive", "audit", "cli", "local", "reports", "stages", "store")
+ROOMS = ("archive", "audit", "cli", "firmware", "git", "local", "reports", "stages", "store", "web")
 # `dropscan.manifest/1` and `dropscan.decisions/1` are format names, not modules
 _DOTTED = re.compile(r"\bdropscan(?:\.[A-Za-z_]\w*)+(?![\w/-])")
 _SHORT = re.compile(r"`(?:" + "|".join(ROOMS) + r")(?:\.[A-Za-z_]\w*)+(?=[`(\s,])")
@@ -84,11 +69,6 @@ def problem(name: str) -> str | None:
     return "no such module"
 
 
-def moving(name: str) -> bool:
-    dotted = name.removeprefix("shared/").replace("/", ".").removesuffix(".py")
-    return any(dotted == m or dotted.startswith(m + ".") for m in MOVING)
-
-
 def test_the_check_finds_each_form_and_tells_a_missing_module_or_name() -> None:
     text = (
         "`dropscan.audit.findings.apply`, (`audit.triage_plan.cut`), shared/dropscan/stages/triage.py, "
@@ -118,6 +98,6 @@ def test_every_module_path_the_docs_name_exists() -> None:
         for line_no, line in enumerate(doc.read_text().splitlines(), 1):
             for name in named(line):
                 why = problem(name)
-                if why and not moving(name):
+                if why:
                     bad.append(f"{doc.relative_to(ROOT)}:{line_no}: {name}: {why}")
     assert not bad, "the docs name modules that do not exist:\n" + "\n".join(bad)

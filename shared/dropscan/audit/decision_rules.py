@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dropscan import __version__
-from dropscan.audit.evidence import is_backport
+from dropscan.audit.hunk_origins import is_backport
 from dropscan.audit.manifest import verdict as verdict_of
 from dropscan.models import REVIEW_CLASSES, SCOPES, VERDICTS, Decision, content_subject
 

@@ -235,6 +235,12 @@ def hunk_label(h: Mapping[str, Any]) -> str:
         return label + (f" ({h['release']})" if h.get("release") else "")
     if origin == "noise":
         return "noise (keywords, whitespace)"
+    if origin == "revert":  # the vendor's change, undoing upstream's: named with its commit
+        undone = h.get("reverts") or {}
+        label = f"reverts upstream {view.short(undone.get('commit'))}".rstrip()
+        return label + (
+            f" ({undone['release']}): {undone.get('subject') or ''}" if undone.get("release") else ""
+        )
     return "vendor change"
 
 
@@ -242,6 +248,8 @@ def _mark(h: Mapping[str, Any]) -> str:
     origin = str(h.get("origin") or "vendor")
     origin = origin if origin in ORIGIN_COLOURS else "vendor"
     label = html.escape(hunk_label(h))
+    if h.get("origin") == "revert":  # marked as the vendor's (it keeps the file in review), named
+        return f'<span class="mark vendor revert">{label}</span>'
     if origin == "upstream" and h.get("commit"):
         title = html.escape(str(h.get("subject") or ""), quote=True)
         href = commit_anchor(str(h["commit"]))

@@ -319,7 +319,9 @@ def _evidence_text(f: Mapping[str, Any]) -> str:
         if ev.get("error"):
             return f"  (no diff: {_one_line(str(ev['error']), 80)})"
         counts = f"+{int(ev.get('lines_added') or 0):,} -{int(ev.get('lines_removed') or 0):,}"
-        return f"  ({ev.get('origin')}: {counts} against {view.base_label(ev.get('base'))})"
+        undone = [view.short(r.get("commit")) for r in ev.get("reverts") or () if r.get("commit")]
+        reverts = f"; reverts upstream {', '.join(undone)}" if undone else ""  # flagged, with the subject
+        return f"  ({ev.get('origin')}: {counts} against {view.base_label(ev.get('base'))}{reverts})"
     similar = f.get("similar")
     if isinstance(similar, Mapping) and f["class"] == "added":
         return f"  ({view.similar_label(similar)})"

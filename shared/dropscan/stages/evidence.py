@@ -1,5 +1,7 @@
-"""Triage's evidence step: each modified file diffed against the upstream state it came from, each hunk
-told apart as upstream's own change (a backport, with its commit) or the vendor's.
+"""Triage's evidence step: each modified file diffed against its upstream base (the matched release's
+file), each hunk told apart as upstream's own later change (a backport, with its commit), a revert of
+an upstream commit (named, and flagged), or the vendor's; what a ``debian/patches`` series in the drop
+says of the file is reported beside.
 
 Runs on the review set only, with the bytes triage read of the drop; the upstream side comes from the
 contents, revisions and hunk index the ingests stored (:mod:`dropscan.store.content`).
@@ -7,14 +9,15 @@ contents, revisions and hunk index the ingests stored (:mod:`dropscan.store.cont
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dropscan.audit import evidence, similarity
+from dropscan.audit import dep3, hunk_origins, similarity
 from dropscan.audit.components import release_paths
-from dropscan.audit.evidence import Candidate, Published, published_list
+from dropscan.audit.hunk_origins import Candidate, Published, fingerprint, published_list
 from dropscan.store.content import ContentStore, Location, hunk_shard, path_shard
 from dropscan.store.services import Services
 
@@ -31,6 +34,12 @@ class _Component:
     where: dict[str, Location]
     revisions: dict[str, list[list[Any]]] = field(default_factory=dict)
     history: bool = False
+    match_pct: float = 100.0
+
+    @property
+    def snapshot(self) -> bool:
+        """Matching no release well: each file is measured against its nearest upstream state."""
+        return self.match_pct < hunk_origins.SNAPSHOT_PCT
 
 
 @dataclass
@@ -126,11 +135,11 @@ def add_evidence(
         report.files += 1
         named = _named(comp, base)
         if f["class"] in _NOISE_CLASSES:
-            f["evidence"] = evidence.noise_only(named, f["class"])
+            f["evidence"] = hunk_origins.noise_only(named, f["class"])
             continue
         reason = _cannot_diff(f, base, comp, content, truncated)
         if reason:
-            f["evidence"] = evidence.without_diff(named, reason)
+            f["evidence"] = hunk_origins.without_diff(named, reason)
             report.without += 1
             continue
         assert named is not None
@@ -139,24 +148,40 @@ def add_evidence(
         jobs.append((f, comp, [Candidate(st, [], preferred="commit" not in st) for st, _ in states]))
     mark = time.perf_counter()
     index = _diff_all(pre.store, jobs, content, pre.blobs)
-    for f, _comp, candidates in jobs:
+    stated = _series_statements(manifest, content)
+    for f, comp, candidates in jobs:
         usable = [c for c in candidates if c.base["sha256"] in pre.blobs]
         if not usable:
             reason = "the upstream content could not be read"
-            f["evidence"] = evidence.without_diff(candidates[0].base if candidates else None, reason)
+            f["evidence"] = hunk_origins.without_diff(candidates[0].base if candidates else None, reason)
             report.without += 1
             continue
-        chosen = evidence.choose(usable, index)
-        old = pre.blobs[chosen.base["sha256"]]
-        patch = evidence.patch_text(old, content[f["sha256"]], chosen.base["path"])
-        f["evidence"] = evidence.evidence_of(chosen, index, patch)
+        snapshot = comp.snapshot or not any(c.preferred for c in usable)
+        chosen, nearest = hunk_origins.base_of(usable, index, snapshot=snapshot)
+        old, new = pre.blobs[chosen.base["sha256"]], content[f["sha256"]]
+        patch = hunk_origins.patch_text(old, new, chosen.base["path"])
+        history = _PathHistory(pre.store, comp, chosen.base, index) if comp.history else None
+        f["evidence"] = hunk_origins.evidence_of(
+            chosen, index, patch, new=new, old=old, history=history, nearest=nearest
+        )
+        f["evidence"]["base_rule"] = "nearest" if snapshot else "release"
+        if snapshot:
+            f["evidence"]["base_note"] = (
+                f"{comp.package} {comp.version} matches {comp.match_pct:g} % of the component: no release"
+                " matches it well (a snapshot), so the file is measured against its nearest upstream state"
+                if comp.snapshot
+                else f"the file's content in {comp.package} {comp.version} is not stored: nearest state"
+            )
+        said = _stated_for(stated, f["path"])
+        if said:
+            f["evidence"]["patches"] = said
         report.diffed += 1
         report.candidates += len(usable)
     report.phases["diff"] = time.perf_counter() - mark
     mark = time.perf_counter()
     report.similar = _add_similar(pre, manifest, content)
     report.phases["similar"] = time.perf_counter() - mark
-    evidence.settle(manifest)
+    hunk_origins.settle(manifest)
     report.seconds = time.perf_counter() - started
     report.store = {"gets": pre.store.stats.gets, "bytes_read": pre.store.stats.bytes_read}
     return report
@@ -170,6 +195,7 @@ def _components(svc: Services, store: ContentStore, manifest: Mapping[str, Any])
         if not c.get("identified") or c["prefix"] not in needed:
             continue
         comp = _Component(c["package"], c["version"], store.release_index(c["package"], c["version"]) or {})
+        comp.match_pct = float(c.get("match_pct") or 100.0)
         comp.history = bool(store.meta(c["package"]).get("history"))
         if comp.history:
             mine = [f for f in manifest["files"] if f.get("component") == c["prefix"] and f.get("base")]
@@ -232,7 +258,7 @@ def _states(
             "commit": commit,
         }
         out.append((state, (key, off, n)))
-        if len(out) > evidence.MAX_CANDIDATES:
+        if len(out) > hunk_origins.MAX_CANDIDATES:
             break
     return out
 
@@ -310,11 +336,14 @@ def _diff_all(
             old = blobs.get(c.base["sha256"])
             if old is None:
                 continue
-            c.hunks = evidence.diff(old, new)
+            c.hunks = hunk_origins.diff(old, new)
             if comp.history:
                 path = c.base["path"]
-                keys = (h.key(path) for h in c.hunks)
-                asked.setdefault(comp.package, set()).update(k for k in keys if k is not None)
+                keys = asked.setdefault(comp.package, set())
+                for h in c.hunks:
+                    key = h.key(path)
+                    if key is not None:  # the change, and its opposite (a revert's)
+                        keys.update((key, fingerprint(path, h.added, h.removed)))
     index: dict[str, list[Published]] = {}
     for package, fps in asked.items():
         shards = store.shards(package, "hunks", {hunk_shard(fp) for fp in fps})
@@ -323,3 +352,139 @@ def _diff_all(
             if raw is not None:
                 index[fp] = published_list(raw)
     return index
+
+
+class _PathHistory:
+    """The upstream states of one path, read from the packs as the checks of
+    :func:`hunk_origins.origins` ask for them (:class:`hunk_origins.History`).
+
+    ingest-git stores each state of a path once, with the first commit making it, so a commit that
+    brings back an earlier state has no revision of its own: its states are found by time.
+    """
+
+    #: states read to find the commit that undid a change (a bisection by time)
+    MAX_READS = 24
+    #: states nearest a commit in time looked at when the commit's own is not stored
+    NEAR = 3
+
+    def __init__(
+        self,
+        store: ContentStore,
+        comp: _Component,
+        base: Mapping[str, Any],
+        index: dict[str, list[Published]],
+    ) -> None:
+        self.store, self.comp, self.path, self.index = store, comp, base["path"], index
+        self.revs = sorted(comp.revisions.get(self.path, []), key=lambda r: r[2])
+        self.place = {r[1]: i for i, r in enumerate(self.revs)}
+        #: the base's own state: a change the base lacks was undone before it
+        self.base_at = next((i for i, r in enumerate(self.revs) if r[0] == base["sha256"]), None)
+        self._read: dict[str, bytes | None] = {}
+
+    def _content(self, i: int) -> bytes | None:
+        sha, _commit, _date, key, off, n = self.revs[i]
+        if sha not in self._read:
+            self._read[sha] = self.store.blobs({sha: (key, off, n)}).get(sha)
+        return self._read[sha]
+
+    def _at(self, pub: Published) -> int:
+        """The place of ``pub``'s state, or where its date falls among the states."""
+        if pub.commit in self.place:
+            return self.place[pub.commit]
+        return bisect.bisect_right([r[2] for r in self.revs], pub.date or "")
+
+    def states(self, pub: Published, side: str) -> list[bytes]:
+        i = self._at(pub)
+        own = pub.commit in self.place
+        if side == "after":
+            picks = [i] if own else list(range(i, min(i + self.NEAR, len(self.revs))))
+        else:
+            picks = list(range(i - 1, max(i - 1 - self.NEAR, -1), -1))
+        return [c for c in map(self._content, picks) if c is not None]
+
+    def undone_by(self, pub: Published, present: Any) -> Published | None:
+        """The first state after ``pub``'s (by time, up to the base's) that ``present`` is false of."""
+        if pub.commit not in self.place:
+            return None
+        return self._first_absent(self.place[pub.commit], present)
+
+    def brought_back(self, present: Any) -> Published | None:
+        """The commit that removed what ``present`` looks for, from the latest state before the base's
+        holding it (some states, newest first, within :data:`MAX_READS`); None: no state holds it."""
+        hi = self.base_at if self.base_at is not None else len(self.revs)
+        step = max(1, hi // self.MAX_READS)
+        for i in range(hi - 1, -1, -step):
+            state = self._content(i)
+            if state is not None and present(state):
+                return self._first_absent(i, present)
+        return None
+
+    def _first_absent(self, lo: int, present: Any) -> Published | None:
+        """The first state after ``lo`` (present) that ``present`` is false of, up to the base's: the
+        next ones in time first (states of side branches interleave by date), then a bisection."""
+        hi = self.base_at if self.base_at is not None and self.base_at > lo else len(self.revs) - 1
+        for i in range(lo + 1, min(hi, lo + self.MAX_READS) + 1):
+            state = self._content(i)
+            if state is None:
+                return None
+            if not present(state):
+                found = self._describe(i, [j for j in range(i - 1, lo - 1, -1) if self._holds(j, present)])
+                if found.subject is not None:
+                    return found
+                continue  # not its commit's own change from a state holding the lines: another branch's
+            lo = i
+        last = self._content(hi) if hi > lo else None
+        if last is None or present(last):
+            return None
+        reads = 0
+        while hi - lo > 1 and reads < self.MAX_READS:  # present at lo, absent at hi
+            mid = (lo + hi) // 2
+            state = self._content(mid)
+            reads += 1
+            if state is None:
+                return None
+            lo, hi = (mid, hi) if present(state) else (lo, mid)
+        return self._describe(hi, [lo]) if hi - lo == 1 else None
+
+    def _holds(self, j: int, present: Any) -> bool:
+        state = self._content(j)
+        return state is not None and bool(present(state))
+
+    def _describe(self, i: int, parents: list[int]) -> Published:
+        """The commit of state ``i``, with its first release and subject from the hunk index, when its
+        diff from one of ``parents`` (states before it holding the lines, nearest first) is its
+        commit's own change: the commit removed them (a side branch's state never held them)."""
+        _sha, commit, date, *_ = self.revs[i]
+        new = self._content(i) or b""
+        for j in parents[: self.NEAR]:
+            keys = [k for h in hunk_origins.diff(self._content(j) or b"", new) if (k := h.key(self.path))]
+            missing = {k for k in keys if k not in self.index}
+            if missing:
+                shards = self.store.shards(self.comp.package, "hunks", {hunk_shard(k) for k in missing})
+                for k in missing:
+                    raw = shards.get(hunk_shard(k), {}).get(k)
+                    self.index[k] = published_list(raw) if raw is not None else []
+            for k in keys:
+                found = next((p for p in self.index.get(k, ()) if p.commit == commit), None)
+                if found is not None:
+                    return found
+        return Published(commit, None, date, None)
+
+
+def _series_statements(manifest: Mapping[str, Any], content: Mapping[str, bytes]) -> dict[str, Any]:
+    """Drop path -> what the patches of a ``debian/patches`` series in the drop state of it (DEP-3)."""
+    out: dict[str, Any] = {}
+    by_path = {f["path"]: f["sha256"] for f in manifest["files"] if f.get("sha256") in content}
+    for path, sha in by_path.items():
+        if not path.endswith("debian/patches/series"):
+            continue
+        folder = path.removesuffix("series")
+        root = path.removesuffix("debian/patches/series")
+        patches = {p.removeprefix(folder): content[s] for p, s in by_path.items() if p.startswith(folder)}
+        for target, said in dep3.statements(content[sha], patches).items():
+            out.setdefault(root + target, []).extend(said)
+    return out
+
+
+def _stated_for(stated: Mapping[str, Any], path: str) -> list[dict[str, Any]]:
+    return list(stated.get(path, []))

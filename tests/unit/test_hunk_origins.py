@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dropscan.audit.evidence import (
+from dropscan.audit.hunk_origins import (
     Candidate,
     Hunk,
     Published,
+    base_of,
     choose,
+    common,
     diff,
     evidence_of,
     file_origin,
@@ -206,3 +212,203 @@ def test_an_edited_copy_is_found_among_many_files_and_measured_exactly() -> None
     assert similarity.containment(edited, upstream["f123"]) == 0.74  # 37 of 50 lines kept
     own = b"".join(b"static long vendor_%d = %d;\n" % (i, i) for i in range(50))
     assert index.candidates(similarity.sketch(own)) == []
+
+
+# ------------------------------------------------------------------ issue 36: the base, reverts, lone lines
+C_LINES = [b"int f_%d(void) { return %d; }\n" % (i, i) for i in range(40)]
+
+
+def lines_of(*parts: list[bytes]) -> bytes:
+    return b"".join(line for part in parts for line in part)
+
+
+@dataclass
+class StatesOf:
+    """A path's upstream states in memory, oldest first (the History the stage reads from the packs)."""
+
+    seq: list[tuple[Published, bytes]]
+
+    def states_of(self, commit: str) -> int:
+        return next(i for i, (p, _) in enumerate(self.seq) if p.commit == commit)
+
+    def states(self, pub: Published, side: str) -> list[bytes]:
+        i = self.states_of(pub.commit)
+        return [self.seq[i][1]] if side == "after" else ([self.seq[i - 1][1]] if i else [])
+
+    def undone_by(self, pub: Published, present: Callable[[bytes], bool]) -> Published | None:
+        for p, data in self.seq[self.states_of(pub.commit) + 1 :]:
+            if not present(data):
+                return p
+        return None
+
+    def brought_back(self, present: Callable[[bytes], bool]) -> Published | None:
+        for i in range(len(self.seq) - 1, -1, -1):
+            if present(self.seq[i][1]):
+                return next((p for p, d in self.seq[i + 1 :] if not present(d)), None)
+        return None
+
+
+def index_of(path: str, steps: list[tuple[Published, bytes, bytes]]) -> dict[str, list[Published]]:
+    """The hunk index ingest-git writes for these commits (old state -> new state each)."""
+    out: dict[str, list[Published]] = {}
+    for pub, old, new in steps:
+        for h in diff(old, new):
+            out.setdefault(h.fingerprint(path), []).append(pub)
+    return out
+
+
+def pub(n: int, release: str | None, subject: str) -> Published:
+    return Published(str(n) * 40, release, f"200{n}-01-01T00:00:00Z", subject)
+
+
+def test_the_base_is_the_release_and_a_nearer_commit_is_only_reported_beside_it() -> None:
+    release = lines_of(C_LINES)
+    fix = pub(1, None, "fix f_3")
+    fixed = replace(release, 3, b"int f_3(void) { return -3; }\n")
+    drop = replace(fixed, 30, b"int f_30(void) { return vendor(); }\n")
+    index = index_of("x.c", [(fix, release, fixed)])
+    candidates = [
+        Candidate({"version": "1.0", "path": "x.c", "sha256": "r"}, diff(release, drop), preferred=True),
+        Candidate({"version": None, "path": "x.c", "sha256": "c", "commit": fix.commit}, diff(fixed, drop)),
+    ]
+    chosen, nearest = base_of(candidates, index, snapshot=False)
+    assert chosen.base["version"] == "1.0"
+    assert nearest is not None and nearest["commit"] == fix.commit
+    assert (nearest["distance"], nearest["base_distance"]) == (2, 4)
+    # a snapshot component: the state with the fewest unexplained lines is the base, as before
+    assert base_of(candidates, index, snapshot=True)[0] is choose(candidates, index)
+    no_fix: dict[
+        str, list[Published]
+    ] = {}  # the fix unknown to the index: the commit explains more than the release
+    assert base_of(candidates, no_fix, snapshot=True)[0].base.get("commit") == fix.commit
+    assert base_of(candidates, no_fix, snapshot=False)[0].base["version"] == "1.0"
+
+
+def test_a_revert_of_an_older_change_names_the_commit_and_keeps_the_file_in_review() -> None:
+    before = lines_of(C_LINES)
+    fix = pub(1, "0.9", "f_12: return the right value")
+    release = replace(before, 12, b"int f_12(void) { return 12 + 1; }\n")  # 1.0 holds the fix
+    drop = before  # the vendor undid it
+    index = index_of("x.c", [(fix, before, release)])
+    history = StatesOf([(fix, release)])
+    ev = evidence_of(
+        Candidate({"version": "1.0", "path": "x.c"}, diff(release, drop)),
+        index,
+        None,
+        new=drop,
+        old=release,
+        history=history,
+    )
+    assert [h["origin"] for h in ev["hunks"]] == ["revert"]
+    assert ev["hunks"][0]["reverts"]["commit"] == fix.commit and ev["origin"] == "vendor"
+    manifest: dict[str, Any] = {
+        "components": [{"prefix": "foo/", "identified": True, "version": "1.0"}],
+        "files": [{"path": "foo/x.c", "class": "modified", "component": "foo/", "evidence": ev}],
+        "summary": {},
+        "flags": [],
+    }
+    settle(manifest)
+    assert manifest["summary"]["backported"] == 0
+    [flag] = manifest["flags"]
+    assert (flag["kind"], flag["severity"], flag["commit"], flag["line"]) == (
+        "reverts-upstream",
+        "review",
+        fix.commit,
+        13,
+    )
+    assert "f_12: return the right value" in flag["detail"] and flag["evidence"] == fix.subject
+
+
+def test_a_revert_of_a_later_fix_in_a_snapshot_names_the_fix() -> None:
+    release = lines_of(C_LINES)
+    fix = pub(2, None, "f_20: fix after the release")
+    snapshot = replace(release, 20, b"int f_20(void) { return 20 * 2; }\n")
+    drop = release  # a tree of the snapshot with the fix taken out again
+    index = index_of("x.c", [(fix, release, snapshot)])
+    base = {"version": None, "path": "x.c", "commit": fix.commit}
+    ev = evidence_of(Candidate(base, diff(snapshot, drop)), index, None, new=drop, old=snapshot)
+    assert [(h["origin"], h["reverts"]["commit"]) for h in ev["hunks"]] == [("revert", fix.commit)]
+
+
+def test_a_resurrected_block_is_a_revert_of_the_commit_that_removed_it_not_upstreams_own() -> None:
+    old = lines_of(C_LINES)
+    block = [b"#ifdef LINUX_ONLY\n", b"\tsetup_linux();\n", b"#endif\n"]
+    add, remove = pub(1, "0.5", "add the linux setup"), pub(2, "0.8", "drop the linux setup")
+    with_block = lines_of(C_LINES[:10], block, C_LINES[10:])
+    index = index_of("x.c", [(add, old, with_block), (remove, with_block, old)])
+    history = StatesOf([(add, with_block), (remove, old)])
+    release, drop = old, with_block  # 1.0 lacks the block; the vendor brought it back
+    ev = evidence_of(
+        Candidate({"version": "1.0", "path": "x.c"}, diff(release, drop)),
+        index,
+        None,
+        new=drop,
+        old=release,
+        history=history,
+    )
+    [h] = ev["hunks"]
+    # the index holds both commits: the opposite of the removal is what the drop did
+    assert h["origin"] == "revert" and h["reverts"]["commit"] == remove.commit
+    assert ev["origin"] == "vendor" and ev["reverts"][0]["subject"] == "drop the linux setup"
+    # with the removal made together with another change (no opposite in the index): the commit that
+    # added the block is found, and the state after it that lacks the block names the removal
+    index = index_of("x.c", [(add, old, with_block)])
+    ev = evidence_of(
+        Candidate({"version": "1.0", "path": "x.c"}, diff(release, drop)),
+        index,
+        None,
+        new=drop,
+        old=release,
+        history=history,
+    )
+    [h] = ev["hunks"]
+    assert (h["origin"], h["reverts"]["commit"], h["redoes"]["commit"]) == (
+        "revert",
+        remove.commit,
+        add.commit,
+    )
+
+
+def test_lines_an_earlier_state_held_and_no_commit_of_the_index_explains_are_brought_back() -> None:
+    old = lines_of(C_LINES)
+    gone = pub(3, "0.9", "rework f_5")
+    with_line = lines_of(C_LINES[:6], [b"\tdepends on PLATFORM_LINUX\n"], C_LINES[6:])
+    history = StatesOf([(pub(1, "0.1", "import"), with_line), (gone, old)])
+    ev = evidence_of(
+        Candidate({"version": "1.0", "path": "x.c"}, diff(old, with_line)),
+        {},
+        None,
+        new=with_line,
+        old=old,
+        history=history,
+    )
+    assert [(h["origin"], h["reverts"]["commit"]) for h in ev["hunks"]] == [("revert", gone.commit)]
+
+
+def test_a_single_line_is_upstream_only_where_the_commit_put_it() -> None:
+    release = lines_of(C_LINES)
+    fix = pub(4, None, "add errno.h")
+    fixed = lines_of([b"#include <errno.h>\n"], C_LINES)
+    index = index_of("x.c", [(fix, release, fixed)])
+    history = StatesOf([(fix, fixed)])
+    base = {"version": "1.0", "path": "x.c"}
+    # the same line, where upstream put it: the backport
+    ev = evidence_of(
+        Candidate(base, diff(release, fixed)), index, None, new=fixed, old=release, history=history
+    )
+    assert [(h["origin"], h.get("commit")) for h in ev["hunks"]] == [("upstream", fix.commit)]
+    # the same line elsewhere: a coincidence, the vendor's
+    elsewhere = lines_of(C_LINES[:25], [b"#include <errno.h>\n"], C_LINES[25:])
+    ev = evidence_of(
+        Candidate(base, diff(release, elsewhere)), index, None, new=elsewhere, old=release, history=history
+    )
+    assert [h["origin"] for h in ev["hunks"]] == ["vendor"] and ev["origin"] == "vendor"
+    # without the history to check its context, a lone line cites nothing
+    ev = evidence_of(Candidate(base, diff(release, fixed)), index, None, new=fixed, old=release)
+    assert [h["origin"] for h in ev["hunks"]] == ["vendor"]
+
+
+def test_common_lines_are_common_and_a_specific_line_is_not() -> None:
+    assert all(common(x, {}) for x in (b"#endif\n", b"}\n", b"\tdepends on FOO\n", b"//config:\tselect X\n"))
+    assert not common(b"\tsetup_linux();\n", {})
+    assert common(b"\tsetup_linux();\n", {b"setup_linux();": 3})  # recurring in the file
