@@ -26,7 +26,7 @@ from spdx_tools.spdx.validation.document_validator import validate_full_spdx_doc
 from dropscan.reports import cyclonedx as cyclonedx_report
 from dropscan.reports import diffs, render, view
 from dropscan.reports import html as html_report
-from dropscan.reports.spdx import build_document
+from dropscan.reports.spdx_elements import build_document
 from dropscan.reports.summary import SUBJECT_LIMIT, body, component_line, subject
 
 from helpers.browser import rgb, screenshot

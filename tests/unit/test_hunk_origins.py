@@ -9,21 +9,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dropscan.audit.hunk_origins import (
-    Candidate,
-    Hunk,
-    Published,
-    base_of,
-    choose,
-    common,
-    diff,
-    evidence_of,
-    file_origin,
-    fingerprint,
-    middles,
-    patch_text,
-    settle,
-)
+from dropscan.audit.hunk_origins import Candidate, base_of, choose, common, evidence_of, file_origin, settle
+from dropscan.audit.hunks import Hunk, Published, diff, fingerprint, middles, patch_text
 
 OLD = b"".join(b"line %d\n" % i for i in range(40))
 

@@ -17,7 +17,7 @@ from gitrepos import FIX, LICENCE, build_upstream_repo, commit, git, long_histor
 from moto import mock_aws
 
 from dropscan.archive.digest import digest_bytes
-from dropscan.audit.hunk_origins import MAX_PUBLISHED
+from dropscan.audit.hunks import MAX_PUBLISHED
 from dropscan.forked import usable_cpus
 from dropscan.git import diff_worker, history
 from dropscan.git.diff_worker import DiffSplit, Trees, commit_changes

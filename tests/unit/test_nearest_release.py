@@ -104,7 +104,7 @@ def test_releases_holding_a_range() -> None:
 
 
 def test_the_summary_names_the_runner_up_and_spdx_the_commit_of_a_history_match() -> None:
-    from dropscan.reports.spdx import _upstream_text
+    from dropscan.reports.spdx_elements import upstream_text
     from dropscan.reports.summary import component_line
 
     entry = resolve_component(
@@ -122,5 +122,5 @@ def test_the_summary_names_the_runner_up_and_spdx_the_commit_of_a_history_match(
         "versions": [],
         "commit": {"id": "d417193cf37ca1005830d7e16f5fa7e1d8a44209"},
     }
-    assert _upstream_text(history) == "busybox history, commit d417193cf37c"
-    assert _upstream_text({"package": "busybox", "versions": ["1.35.0", "1.36.1"]}) == "busybox 1.35.0–1.36.1"
+    assert upstream_text(history) == "busybox history, commit d417193cf37c"
+    assert upstream_text({"package": "busybox", "versions": ["1.35.0", "1.36.1"]}) == "busybox 1.35.0–1.36.1"

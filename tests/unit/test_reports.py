@@ -26,7 +26,8 @@ from dropscan.cli import main
 from dropscan.reports import FORMATS, render, render_all
 from dropscan.reports import cyclonedx as cyclonedx_report
 from dropscan.reports import html as html_report
-from dropscan.reports.spdx import Rendering, build_document
+from dropscan.reports.spdx import Rendering
+from dropscan.reports.spdx_elements import build_document
 from dropscan.reports.summary import body
 from dropscan.reports.view import components
 

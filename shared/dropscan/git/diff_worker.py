@@ -16,7 +16,7 @@ from typing import Any
 
 import pygit2
 
-from dropscan.audit.hunk_origins import MAX_PUBLISHED
+from dropscan.audit.hunks import MAX_PUBLISHED
 from dropscan.forked import Feed, ForkedError, Urgent, shared_int
 from dropscan.git.diffs import (
     BlobWork,

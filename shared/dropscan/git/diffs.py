@@ -17,7 +17,7 @@ import pygit2
 from pygit2.enums import DeltaStatus, DiffOption
 
 from dropscan.archive.digest import digest_bytes
-from dropscan.audit.hunk_origins import Published, diff
+from dropscan.audit.hunks import Published, diff
 from dropscan.forked import shared_int
 from dropscan.git.repo import GITLINK, LINK, FirstSeen, GitRepo, first_seen
 

@@ -53,7 +53,7 @@ from packageurl import PackageURL
 
 from dropscan import __version__
 from dropscan.reports import view
-from dropscan.reports.spdx import NAMESPACE, created
+from dropscan.reports.spdx_elements import NAMESPACE, created
 
 P = "dropscan:"  # property namespace
 

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dropscan.audit import dep3, hunk_origins, similarity
+from dropscan.audit import dep3, hunk_origins, hunks, similarity
 from dropscan.audit.components import release_paths
-from dropscan.audit.hunk_origins import Candidate, Published, fingerprint, published_list
+from dropscan.audit.hunk_origins import Candidate
+from dropscan.audit.hunks import Published, fingerprint, published_list
 from dropscan.store.content import ContentStore, Location, hunk_shard, path_shard
 from dropscan.store.services import Services
 
@@ -159,7 +160,7 @@ def add_evidence(
         snapshot = comp.snapshot or not any(c.preferred for c in usable)
         chosen, nearest = hunk_origins.base_of(usable, index, snapshot=snapshot)
         old, new = pre.blobs[chosen.base["sha256"]], content[f["sha256"]]
-        patch = hunk_origins.patch_text(old, new, chosen.base["path"])
+        patch = hunks.patch_text(old, new, chosen.base["path"])
         history = _PathHistory(pre.store, comp, chosen.base, index) if comp.history else None
         f["evidence"] = hunk_origins.evidence_of(
             chosen, index, patch, new=new, old=old, history=history, nearest=nearest
@@ -336,7 +337,7 @@ def _diff_all(
             old = blobs.get(c.base["sha256"])
             if old is None:
                 continue
-            c.hunks = hunk_origins.diff(old, new)
+            c.hunks = hunks.diff(old, new)
             if comp.history:
                 path = c.base["path"]
                 keys = asked.setdefault(comp.package, set())
@@ -457,7 +458,7 @@ class _PathHistory:
         _sha, commit, date, *_ = self.revs[i]
         new = self._content(i) or b""
         for j in parents[: self.NEAR]:
-            keys = [k for h in hunk_origins.diff(self._content(j) or b"", new) if (k := h.key(self.path))]
+            keys = [k for h in hunks.diff(self._content(j) or b"", new) if (k := h.key(self.path))]
             missing = {k for k in keys if k not in self.index}
             if missing:
                 shards = self.store.shards(self.comp.package, "hunks", {hunk_shard(k) for k in missing})

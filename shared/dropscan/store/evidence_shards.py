@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dropscan.audit.hunk_origins import MAX_PUBLISHED, published_list
+from dropscan.audit.hunks import MAX_PUBLISHED, published_list
 from dropscan.store.content import ContentStore, Location, hunk_shard, path_shard
 
 
