@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dropscan.firmware import inventory, unpack
+from dropscan.firmware import carve, inventory
 
 
 def floor(rootfs: Path) -> float:
@@ -56,7 +56,7 @@ def ours(image: Path) -> tuple[float, float, int, int]:
     out = Path(tempfile.mkdtemp(prefix="ours-"))
     try:
         started = time.perf_counter()
-        result = unpack.unpack(image, out)
+        result = carve.unpack(image, out)
         unpacked = time.perf_counter()
         found = inventory.take(result.contents(), result.stated_arch())
         done = time.perf_counter()

@@ -26,8 +26,8 @@ from conftest import FAST
 from gitrepos import build_upstream_repo, git
 
 from dropscan.keys import manifest_key, work_key
+from dropscan.local.deploy import REGION
 from dropscan.local.embedded import EmbeddedStack, embedded
-from dropscan.local.stack import REGION
 from dropscan.store.services import current_services
 
 from helpers.builders import DROP_FILES, UPSTREAM_FILES, make_tar, tar_bytes

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dropscan.local.embedded import EmbeddedStack, embedded
-from dropscan.local.web import serve
+from dropscan.local.http_api import serve
 
 from helpers.builders import make_tar
 from helpers.desk import PASSWORD, DeskClient

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 from dropscan.local.dispatcher import load_handler
 from dropscan.local.embedded import EmbeddedStack
-from dropscan.local.web import Authorizer, LocalApi, moto_jwks
+from dropscan.local.http_api import Authorizer, LocalApi, moto_jwks
 from dropscan.store import identity
 from dropscan.web import routes
 

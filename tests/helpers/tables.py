@@ -6,7 +6,7 @@ from typing import Any
 
 from samtranslator.yaml_helper import yaml_parse
 
-from dropscan.local.stack import project_root
+from dropscan.local.deploy import project_root
 
 #: properties of AWS::DynamoDB::Table that CreateTable takes as they are
 _CREATE_TABLE = ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "BillingMode")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dropscan.local.stack import project_root
+from dropscan.local.deploy import project_root
 
 if os.environ.get("DROPSCAN_IMAGE_TEST") != "1":
     pytest.skip("installs ScanCode in a fresh venv (about 5 min): make image-test", allow_module_level=True)

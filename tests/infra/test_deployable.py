@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
-from dropscan.local.stack import project_root, translate
+from dropscan.local.deploy import project_root, translate
 
 ACCOUNT, REGION = "123456789012", "eu-west-1"
 #: new accounts may not configure more (Lambda's "MemorySize" quota starts at 3,008 MB)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from dropscan.local.deploy import CACHE_ENV, cached_translation, project_root, translate
 from dropscan.local.embedded import embedded
-from dropscan.local.stack import CACHE_ENV, cached_translation, project_root, translate
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +270,7 @@ def test_a_local_start_reuses_the_translation_of_an_unchanged_template(
 ) -> None:
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     start = (
-        "import sys; from dropscan.local.stack import cached_translation, project_root; "
+        "import sys; from dropscan.local.deploy import cached_translation, project_root; "
         "tr = cached_translation(project_root()); "
         "print(len(tr.template['Resources']), 'samtranslator' in sys.modules)"
     )

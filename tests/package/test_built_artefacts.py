@@ -25,8 +25,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from dropscan.local.deploy import REGION, DeployedStack, deploy, project_root
 from dropscan.local.embedded import _FAKE_CREDENTIALS
-from dropscan.local.stack import REGION, DeployedStack, deploy, project_root
 
 from helpers.builders import DROP_FILES, UPSTREAM_FILES, make_tar
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dropscan.firmware import inventory
-from dropscan.firmware.unpack import unpack
+from dropscan.firmware.carve import unpack
 
 from helpers.firmware_images import BUSYBOX_LINKS, firmware_cache
 

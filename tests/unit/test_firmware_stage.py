@@ -1,7 +1,7 @@
-"""The firmware stage (dropscan.stages.firmware) on the router image built from Debian's mipsel binaries,
-against drops made of BusyBox 1.35.0's real release (the acceptance data) and the kernel's Makefile and
-Debian's own .config for that kernel: a right drop, the wrong BusyBox release, no iptables source, a
-.config for another architecture, a renamed BusyBox folder found by its literals."""
+"""The firmware stage (dropscan.stages.firmware_check) on the router image built from Debian's mipsel
+binaries, against drops made of BusyBox 1.35.0's real release (the acceptance data) and the kernel's
+Makefile and Debian's own .config for that kernel: a right drop, the wrong BusyBox release, no iptables
+source, a .config for another architecture, a renamed BusyBox folder found by its literals."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dropscan.stages.firmware import firmware_section
+from dropscan.stages.firmware_check import firmware_section
 
 from helpers.builders import busybox_orig
 from helpers.firmware_images import firmware_cache

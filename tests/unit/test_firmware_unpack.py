@@ -1,4 +1,4 @@
-"""Firmware images unpacked (dropscan.firmware.unpack): every image the real tools build from Debian's
+"""Firmware images unpacked (dropscan.firmware.carve): every image the real tools build from Debian's
 mipsel binaries gives back every file and link of its rootfs, carved where it sits; hostile images end
 with a reason."""
 
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from dropscan.archive.limits import GiB, KiB, Limits, MiB
-from dropscan.firmware.unpack import Unpacked, unpack
+from dropscan.firmware.carve import Unpacked, unpack
 
 from helpers.firmware_images import firmware_cache, need_tool, run
 

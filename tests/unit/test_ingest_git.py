@@ -20,8 +20,8 @@ from dropscan.archive.digest import digest_bytes
 from dropscan.audit.hunks import MAX_PUBLISHED
 from dropscan.forked import usable_cpus
 from dropscan.git import diff_worker, history
+from dropscan.git.commit_diffs import BlobWork, CommitChanges
 from dropscan.git.diff_worker import DiffSplit, Trees, commit_changes
-from dropscan.git.diffs import BlobWork, CommitChanges
 from dropscan.git.repo import GitRepo, version_of
 from dropscan.models import VersionRange
 from dropscan.stages.ingest_git import DiffWorker, GitIngestOptions, ingest_git, start_diff_worker

@@ -11,8 +11,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from dropscan.local.deploy import REGION
 from dropscan.local.moto_table import MotoBatchTable, moto_items
-from dropscan.local.stack import REGION
 from dropscan.models import FileDigests, VersionRange
 from dropscan.store.dump import _scan_items
 from dropscan.store.upstream import UpstreamDB

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dropscan.local.stack import schedule_period
+from dropscan.local.deploy import schedule_period
 
 
 @pytest.mark.parametrize(

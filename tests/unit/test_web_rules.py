@@ -10,7 +10,7 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
-from dropscan.local.web import Authorizer, LocalApi, gateway_claims, issuer, moto_jwks
+from dropscan.local.http_api import Authorizer, LocalApi, gateway_claims, issuer, moto_jwks
 from dropscan.models import Decision
 from dropscan.web import render, review
 from dropscan.web.access import Forbidden, check_state_change, csrf_token, groups_of, user_of

@@ -1,7 +1,7 @@
 """Hunks: the 0-context diff of two contents as libgit2 makes it, each hunk's fingerprint, the
 unified diff people read, and the hunk index's entries (which commits published a change).
 
-Pure rules. The ingest (each commit's diff, :mod:`dropscan.git.diffs`) and the scan (base against the
+Pure rules. The ingest (each commit's diff, :mod:`dropscan.git.commit_diffs`) and the scan (base against the
 drop's file, :mod:`dropscan.stages.evidence`) diff alike, so that a change upstream published yields
 the same hunk in both: its fingerprint (the file's path, the removed and the added lines, normalised as
 the ``ws`` digest normalises a file) is what the hunk index is keyed by. What a hunk's origin is lies in

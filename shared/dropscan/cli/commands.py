@@ -17,7 +17,7 @@ from dropscan import __version__
 from dropscan.cli.common import UsageError, add_target, default_data_dir, progress, target_of
 from dropscan.cli.memory import add_memory_commands
 from dropscan.cli.scan import add_scan_command
-from dropscan.cli.web import add_web_commands
+from dropscan.cli.users import add_user_commands
 from dropscan.keys import parse_archive_name
 from dropscan.models import Trust
 from dropscan.reports import FORMATS
@@ -288,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     add_memory_commands(sub, add_target)
-    add_web_commands(sub)
+    add_user_commands(sub)
 
     p = sub.add_parser(
         "up",

@@ -1,6 +1,6 @@
 """The diff worker of a ``--history`` ingest: a child forked beside the walk (:func:`fork`) that sends
 every commit's tree diff first (:class:`Trees`, the walk's provenance), then each commit's hunks and
-revisions with the blobs it hashed (:class:`dropscan.git.diffs.CommitChanges`); and what the walk does
+revisions with the blobs it hashed (:class:`dropscan.git.commit_diffs.CommitChanges`); and what the walk does
 with them (:class:`Diffs`): take them between its steps, fold them into the hunk index and the
 revisions in the walk's order, and diff the last commits itself until it meets the worker
 (:class:`DiffSplit`).
@@ -18,7 +18,7 @@ import pygit2
 
 from dropscan.audit.hunks import MAX_PUBLISHED
 from dropscan.forked import Feed, ForkedError, Urgent, shared_int
-from dropscan.git.diffs import (
+from dropscan.git.commit_diffs import (
     BlobWork,
     CommitChanges,
     Location,

@@ -74,7 +74,7 @@ def walk(
 def hash_pending(repo: GitRepo, run: Run, pending: list[list[Entry]], changes: Diffs) -> None:
     """Every blob the walk met first, read and hashed: from the last commit back, by the walk, until it
     meets the diff worker coming forward (which hashes what its diffs read:
-    :class:`dropscan.git.diffs.BlobWork`); what the worker leaves (merges, root commits, a worker
+    :class:`dropscan.git.commit_diffs.BlobWork`); what the worker leaves (merges, root commits, a worker
     inline) the walk hashes too."""
     for n in range(len(pending) - 1, -1, -1):
         if changes.work is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit import similarity
-from dropscan.git.diffs import Location, Pack
+from dropscan.git.commit_diffs import Location, Pack
 from dropscan.git.repo import Entry, GitRepo, Tag
 
 STATE_FORMAT = 1

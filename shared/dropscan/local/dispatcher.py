@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import IO, Any
 
-from dropscan.local.stack import REGION, DeployedStack, EventSourceMapping, FunctionSpec, Schedule
+from dropscan.local.deploy import REGION, DeployedStack, EventSourceMapping, FunctionSpec, Schedule
 from dropscan.store.services import reset as reset_services
 
 Handler = Callable[[dict[str, Any], Any], Any]

@@ -19,9 +19,9 @@ import boto3
 from dropscan import heap
 from dropscan.audit.decision_rules import export_text, parse_export
 from dropscan.forked import Done, Forked, usable_cpus
+from dropscan.local.deploy import REGION, DeployedStack, deploy
 from dropscan.local.dispatcher import Dispatcher
 from dropscan.local.moto_table import MotoBatchTable, moto_items
-from dropscan.local.stack import REGION, DeployedStack, deploy
 from dropscan.store.content import LOCAL_ENV, ContentStore
 from dropscan.store.dump import (
     SCANS_FOLDER,

@@ -16,7 +16,7 @@ from typing import Any
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
-from dropscan.local.stack import REGION
+from dropscan.local.deploy import REGION
 from dropscan.store.batch import BatchTable
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import boto3
 
+from dropscan.local.deploy import REGION, deploy
 from dropscan.local.dispatcher import Delivery, Dispatcher
 from dropscan.local.embedded import _FAKE_CREDENTIALS, Mailbox, write_eml
-from dropscan.local.stack import REGION, deploy
-from dropscan.local.web import start as start_desk
+from dropscan.local.http_api import start as start_desk
 from dropscan.store.stack import StackNames
 
 #: what the AWS CLI and boto3 need to reach the server: moto takes any key, but a client needs one

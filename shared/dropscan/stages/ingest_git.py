@@ -27,8 +27,8 @@ from dropscan import heap
 from dropscan.forked import Feed, usable_cpus
 from dropscan.git import diff_worker, history
 from dropscan.git.bundle import init_repo, unbundle
+from dropscan.git.commit_diffs import BlobWork, CommitChanges
 from dropscan.git.diff_worker import Diffs, DiffSplit, Trees
-from dropscan.git.diffs import BlobWork, CommitChanges
 from dropscan.git.history import Walked
 from dropscan.git.repo import FirstSeen, GitRepo, Tag
 from dropscan.git.run import EMPTY, Run

@@ -1,7 +1,7 @@
 """The review desk's HTTP API and pages, as Powertools' APIGatewayHttpResolver routes.
 
 Every route but ``PUBLIC_ROUTES`` sits behind the HTTP API's JWT authorizer (template.yaml; locally
-dropscan.local.web plays it), and every one of them checks here, from the claims, that the user may see
+dropscan.local.http_api plays it), and every one of them checks here, from the claims, that the user may see
 the supplier it touches: another supplier's scan answers 404 exactly as a scan that does not exist.
 State changes (decisions) also pass :func:`dropscan.web.access.check_state_change`. Every response
 carries a strict Content-Security-Policy (:func:`handle`).

@@ -68,7 +68,7 @@ def cmd_users(a: argparse.Namespace) -> int:
     return 0
 
 
-def add_web_commands(sub: Any) -> None:
+def add_user_commands(sub: Any) -> None:
     u = sub.add_parser("users", help="the review desk's users: add one to suppliers' groups, list them")
     us = u.add_subparsers(dest="users_command", required=True)
     p = us.add_parser("add", help="create a user (or add groups to one) with a permanent password")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dropscan.archive.limits import Limits
-from dropscan.firmware import inventory, matching, unpack
+from dropscan.firmware import carve, inventory, matching
 from dropscan.firmware.sources import read_drop
 
 # literals are compared only for binaries that state no identifier; their strings are read this far
@@ -26,8 +26,8 @@ def firmware_section(
     image: Path,
     manifest: Mapping[str, Any],
     drop: Path,
-    limits: Limits = unpack.FIRMWARE_LIMITS,
-    seconds: float = unpack.DEFAULT_SECONDS,
+    limits: Limits = carve.FIRMWARE_LIMITS,
+    seconds: float = carve.DEFAULT_SECONDS,
     scratch: Path | None = None,
 ) -> dict[str, Any]:
     """The ``firmware`` section of ``manifest`` for ``image``, the drop read again from ``drop``."""
@@ -35,7 +35,7 @@ def firmware_section(
     clock: dict[str, float] = {}
     try:
         started = time.monotonic()
-        unpacked = unpack.unpack(image, work, limits=limits, seconds=seconds)
+        unpacked = carve.unpack(image, work, limits=limits, seconds=seconds)
         clock["unpack"] = time.monotonic() - started
         started = time.monotonic()
         found = inventory.take(unpacked.contents(), unpacked.stated_arch())
@@ -54,7 +54,7 @@ def firmware_section(
 
 
 def _strings_to_place(
-    unpacked: unpack.Unpacked, found: inventory.Inventory, packages: set[str]
+    unpacked: carve.Unpacked, found: inventory.Inventory, packages: set[str]
 ) -> dict[str, frozenset[str]]:
     """Printable strings of the binaries whose identifiers name no package of the drop: the literals
     must place them."""
@@ -92,7 +92,7 @@ def _applet_check(found: inventory.Inventory, sources: list[matching.Source]) ->
 
 def _section(
     image: Path,
-    unpacked: unpack.Unpacked,
+    unpacked: carve.Unpacked,
     found: inventory.Inventory,
     matches: list[matching.Match],
     kernel: matching.KernelCheck | None,

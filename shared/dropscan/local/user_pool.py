@@ -5,7 +5,7 @@ CloudFormation skips ``AWS::Cognito::*`` and ``AWS::ApiGatewayV2::*`` resources 
 references to them unresolved). So the translation sets them aside; the deploy creates the pool, its
 client and its groups through the cognito-idp API from the same properties and writes their ids where
 the template refers to them (the web function's environment, the outputs). The HTTP API itself is
-played by :mod:`dropscan.local.web`, which checks tokens as its JWT authorizer would.
+played by :mod:`dropscan.local.http_api`, which checks tokens as its JWT authorizer would.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 
 import boto3
 
-from dropscan.local import identity as local_identity
+from dropscan.local import user_pool
 
 # moto's CloudFormation imports API Gateway's OpenAPI validator, hence jsonschema, whose optional IRI
 # format checker compiles a grammar when imported (docs/design.md, "Local stack"): nothing here checks
@@ -116,7 +116,7 @@ class Translation:
     notifications: dict[str, dict[str, Any]]  # bucket logical id -> NotificationConfiguration
     queue_policies: dict[str, dict[str, Any]]
     bucket_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
-    identity: dict[str, dict[str, Any]] = field(default_factory=dict)  # dropscan.local.identity
+    identity: dict[str, dict[str, Any]] = field(default_factory=dict)  # dropscan.local.user_pool
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -200,7 +200,7 @@ def translate(root: Path, parameters: dict[str, str] | None = None) -> Translati
 
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     cfn = transform(sam, dict(parameters or {}), _NoManagedPolicies())
-    identity = local_identity.set_aside(cfn)
+    identity = user_pool.set_aside(cfn)
     notifications, policies = _set_aside_what_moto_lacks(cfn)
     bucket_policies = {n: policies.pop(n) for n, r in list(policies.items()) if r["Type"] == BUCKET_POLICY}
     # the layer's logical id carries a content hash: point it at the artifact of its SAM resource
@@ -282,14 +282,14 @@ def deploy(
     existing = {
         s["StackName"] for s in cfn.list_stacks()["StackSummaries"] if s["StackStatus"] != "DELETE_COMPLETE"
     }
-    ids = local_identity.create(session.client("cognito-idp", region_name=REGION), tr.identity, stack_name)
+    ids = user_pool.create(session.client("cognito-idp", region_name=REGION), tr.identity, stack_name)
     if stack_name not in existing:
         s3.create_bucket(Bucket=ARTIFACT_BUCKET)
         for name, directory in tr.code_dirs.items():
             s3.put_object(Bucket=ARTIFACT_BUCKET, Key=f"{name}.zip", Body=_zip_of(directory))
         cfn.create_stack(
             StackName=stack_name,
-            TemplateBody=json.dumps(local_identity.substitute(tr.template, ids)),
+            TemplateBody=json.dumps(user_pool.substitute(tr.template, ids)),
             Parameters=[{"ParameterKey": k, "ParameterValue": str(v)} for k, v in (parameters or {}).items()],
             Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
         )
