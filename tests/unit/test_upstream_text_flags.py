@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dropscan.audit import evidence
 from dropscan.audit.flags import mark_upstream_text
+from dropscan.audit.hunks import diff
 from dropscan.reports import summary, view
 
 UPSTREAM = b"/*\n * foo\n * SPDX-License-Identifier: BSD-3-Clause\n */\nint a;\nint b;\nint c;\n"
@@ -35,7 +35,7 @@ def manifest(origin: str = "vendor", **ev: Any) -> dict[str, Any]:
             "new_lines": h.new_lines,
             "origin": origin,
         }
-        for h in evidence.diff(UPSTREAM, VENDOR)
+        for h in diff(UPSTREAM, VENDOR)
     ]
     return {
         "files": [
