@@ -123,6 +123,17 @@ def test_text_names_every_licence_and_says_what_scancodes_own_ids_mean(sample: M
     assert line.endswith("— ScanCode: a proprietary notice: rights reserved, no open licence granted")
 
 
+def test_html_names_every_licence_and_says_what_scancodes_own_ids_mean(sample: Manifest) -> None:
+    page = html.unescape(re.sub(r"<[^>]+>", "", render(sample, "html")))
+    assert 'BSD-3-Clause (spdx-tag, line 3) BSD 3-Clause "New" or "Revised" License' in page
+    assert (
+        "LicenseRef-scancode-proprietary-license (scancode, line 3) ScanCode: a proprietary notice: rights "
+        "reserved, no open licence granted"
+    ) in page
+    licence = str(sample["components"][0]["license"])
+    assert f"upstream licence {licence} (GNU General Public License" in page
+
+
 def test_a_local_run_lists_its_own_files_and_the_database_it_used(sample: Manifest) -> None:
     held = {"busybox": ["1.35.0"]}
     sample["database"] = {"kind": "embedded", "location": "/home/u/.local/share/dropscan",

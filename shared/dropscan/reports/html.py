@@ -8,6 +8,7 @@ from typing import Any
 
 from dropscan import __version__
 from dropscan.reports import changes, diffs, view
+from dropscan.reports.licence_names import names_of
 from dropscan.reports.view import ComponentView
 
 #: one colour per class; the screenshot test looks for these in the class bars
@@ -222,9 +223,10 @@ def _method(m: Mapping[str, Any]) -> str:
         )
         for r in releases:
             match = f"{float(r['match_pct']):.1f} %" if r.get("match_pct") is not None else "–"
+            licence = _named(r["license"]) if r["license"] else e(_unknown(r))
             out.append(
                 f'<tr><td class="path">{path(r["prefix"] or "(top level)")}</td><td>{e(r["release"])}</td>'
-                f"<td>{e(r['trust'] or 'not recorded')}</td><td>{e(r['license'] or _unknown(r))}</td>"
+                f"<td>{e(r['trust'] or 'not recorded')}</td><td>{licence}</td>"
                 f'<td class="num">{match}</td></tr>'
             )
         out.append("</table>")
@@ -339,11 +341,19 @@ def _bar(classes: Mapping[str, int]) -> str:
     )
 
 
+def _named(expression: str) -> str:
+    """A licence expression, then what its ids mean to a reader (ScanCode's own ids explained)."""
+    names = names_of(expression)
+    return e(expression) + (f' <span class="muted">({e(names)})</span>' if names else "")
+
+
 def _findings(f: Mapping[str, Any]) -> str:
     items = []
     for lic in view.licence_findings(f):
         text = f' <span class="evidence">{e(lic["text"])}</span>' if lic.get("text") else ""
-        items.append(f'<span class="lic"><b>{e(view.finding_label(lic))}</b>{text}</span>')
+        name = names_of(str(lic["expression"]))
+        named = f' <span class="muted">{e(name)}</span>' if name else ""
+        items.append(f'<span class="lic"><b>{e(view.finding_label(lic))}</b>{named}{text}</span>')
     return "".join(items)
 
 
@@ -493,7 +503,7 @@ def _component(m: Mapping[str, Any], v: ComponentView, budget: diffs.Budget, exp
         facts.append(f"{e(v.trust)} trust")
     if v.licence:
         origin = "licence" if c.get("license_source") == "drop" else "upstream licence"
-        facts.append(f"{origin} <b>{e(v.licence)}</b>")
+        facts.append(f"{origin} <b>{_named(v.licence)}</b>")
     elif v.licence_unknown:
         facts.append(f'<b>licence unknown</b> <span class="muted">({e(v.licence_unknown)})</span>')
     out = [
