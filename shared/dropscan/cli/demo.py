@@ -98,4 +98,9 @@ def run_demo(cache: Path, out: Path, *, quiet: bool = False) -> int:
     )
     print(f"\nmanifest: {out / 'manifest.json'}; reports: {out / 'report.html'}, {out / 'sbom.spdx.json'}, ")
     print(f"{out / 'sbom.cdx.json'}; e-mail: {out / 'notifications'}/")
+    print(
+        "\nTo review in a browser (docs/web.md): run `dropscan up`, then `dropscan users add alice --group"
+        " acme-router` (it prints her password), scan the drop against it with `--endpoint-url` and sign in"
+        " at the review desk address `dropscan up` printed."
+    )
     return rc
