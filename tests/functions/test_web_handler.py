@@ -7,15 +7,18 @@ of each supplier, a read-only supplier user and a reviewer who may decide global
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from dropscan.local.embedded import EmbeddedStack, embedded
+from dropscan.models import Decision
+from dropscan.web import routes
 from dropscan.web.routes import SECURITY_HEADERS
 
 from helpers.builders import make_tar
@@ -263,3 +266,24 @@ def test_decisions_from_the_desk_apply_to_the_suppliers_next_drop(world: World) 
 def _sha(scanned: Scanned, path: str) -> str:
     digest: str = next(f["sha256"] for f in scanned.manifest["files"] if f["path"] == path)
     return digest
+
+
+def test_two_decisions_in_one_second_count_in_the_order_they_were_taken(world: World) -> None:
+    """A reviewer who changes their mind within the same second (needs action, then accepted): the desk
+    shows the later decision, as the decisions table keeps it. Twenty contents, so that an order left to
+    chance cannot pass."""
+    desk = routes.backend().desk
+    at = "2026-01-01T00:00:00+00:00"
+    subjects = [f"sha256:{hashlib.sha256(str(i).encode()).hexdigest()}" for i in range(20)]
+    for subject in subjects:
+        first = Decision(subject, "supplier", "acme", "needs-action", "alice", at, scan_id="s-same-second")
+        desk.record([first])
+        desk.record([replace(first, verdict="accepted")])
+    last: dict[str, str] = {}
+    for d in desk.taken_in("s-same-second"):  # oldest first
+        last[d.subject] = d.verdict
+    assert last == dict.fromkeys(subjects, "accepted")
+    assert [d.verdict for d in desk.history_of(subjects[0].removeprefix("sha256:"))] == [
+        "needs-action",
+        "accepted",
+    ]

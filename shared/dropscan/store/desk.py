@@ -11,7 +11,9 @@ row itself is replaced by a later one (what the next scan applies); its history 
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -53,6 +55,15 @@ class ScanEntry:
     @property
     def drop(self) -> str:
         return self.key.rsplit("/", 1)[-1]
+
+
+_taken = itertools.count()
+
+
+def _taken_id() -> str:
+    """A history row's id: time-ordered, so that two decisions in one second (``at``) sort in the order
+    they were taken, then this process's count and a random part, so that two are never one row."""
+    return f"{time.time_ns():020d}{next(_taken):08d}{uuid.uuid4().hex[:8]}"
 
 
 class Desk:
@@ -145,7 +156,7 @@ class Desk:
         rows: list[RawItem] = []
         for d in decided:
             digest = d.subject.removeprefix("sha256:")
-            once = uuid.uuid4().hex[:12]  # two decisions in one second are two rows, never one
+            once = _taken_id()
             rows.append(_log_row(f"{LOG}{d.subject}", f"{d.at}#{d.scope_key}#{d.by}#{once}", d))
             if d.scan_id:
                 rows.append(_log_row(f"{LOG}scan:{d.scan_id}", f"{d.at}#{digest}#{d.scope_key}#{once}", d))
