@@ -53,6 +53,13 @@ def firmware_section(
     return _section(image, unpacked, found, matches, kernel, applets, clock)
 
 
+def attach(manifest: dict[str, Any], section: Mapping[str, Any]) -> dict[str, Any]:
+    """``manifest`` with its ``firmware`` section set to ``section`` (the one place the pipeline and the
+    CLI put a firmware result into a manifest)."""
+    manifest["firmware"] = dict(section)
+    return manifest
+
+
 def _strings_to_place(
     unpacked: carve.Unpacked, found: inventory.Inventory, packages: set[str]
 ) -> dict[str, frozenset[str]]:
