@@ -53,10 +53,17 @@ def firmware_section(
     return _section(image, unpacked, found, matches, kernel, applets, clock)
 
 
-def attach(manifest: dict[str, Any], section: Mapping[str, Any]) -> dict[str, Any]:
-    """``manifest`` with its ``firmware`` section set to ``section`` (the one place the pipeline and the
-    CLI put a firmware result into a manifest)."""
-    manifest["firmware"] = dict(section)
+VERDICT_ORDER = ("complete", "incomplete", "wrong")
+
+
+def attach(manifest: dict[str, Any], sections: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """``manifest`` with its ``firmware`` part: one section per image (``firmware_section``) and the
+    pair's verdict, the worst of theirs (the one place the pipeline and the CLI put it there)."""
+    verdicts = [str(s.get("verdict") or "complete") for s in sections]
+    manifest["firmware"] = {
+        "verdict": max(verdicts, key=VERDICT_ORDER.index) if verdicts else None,
+        "images": [dict(s) for s in sections],
+    }
     return manifest
 
 
