@@ -118,6 +118,12 @@ firmware-cases: install firmware-tools
 bench-firmware: firmware-cases
 	$(BIN)/python bench/firmware_unpack.py --cache .cache/firmware --runs 5 --out bench-out/firmware
 
+# What recording a release's literals adds to the BusyBox release's ingest (medians, with vs without)
+.PHONY: bench-ingest-literals
+bench-ingest-literals: cases
+	PYTHONPATH=shared $(BIN)/python bench/ingest_literals.py --archive $(CASES_DIR)/busybox_1.35.0.orig.tar.bz2 \
+	  --runs 3 --out bench-out/ingest-literals
+
 # Debian's Chromium for the screenshot test of the HTML report, and its driver for the review desk's
 # Selenium test (skipped without them, unless DROPSCAN_REQUIRE_BROWSER=1); about 70 s to install here.
 browser:

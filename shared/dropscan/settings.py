@@ -56,6 +56,7 @@ class Settings:
     upload_dlq_url: str | None = None
     dynamodb_concurrency: int = 4  # batch calls in flight at once on the upstream table
     dynamodb_reads: str = "threads"  # threads | forked: how a lookup's calls run at once
+    ingest_literals: bool = True  # an ingest records its release's literals (INGEST_LITERALS=0: not)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -105,6 +106,7 @@ class Settings:
             upload_dlq_url=e.get("UPLOAD_DLQ_URL") or None,
             dynamodb_concurrency=int(e.get("DYNAMODB_CONCURRENCY", "4")),
             dynamodb_reads=e.get("DYNAMODB_READS", "threads"),
+            ingest_literals=e.get("INGEST_LITERALS", "1") != "0",
         )
 
     def triage_limits(self) -> TriageLimits:

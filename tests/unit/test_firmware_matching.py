@@ -3,9 +3,11 @@ checks, the verdict."""
 
 from __future__ import annotations
 
-from dropscan.firmware import matching
+import dataclasses
+
+from dropscan.firmware import literals, matching
 from dropscan.firmware.inventory import Binary, Elf, Kernel
-from dropscan.firmware.sources import _package_of, makefile_version
+from dropscan.firmware.sources import _package_of, kbuild_objects, makefile_version
 
 
 def _elf(soname: str | None = None, rel: bool = False) -> Elf:
@@ -107,7 +109,11 @@ def test_the_kernel_configuration_is_compared_option_by_option_when_built_in() -
     kernel = Kernel("6.1.176", "6.1.176", "b", "gcc", "#1", config)
     drop = {"CONFIG_MIPS": "y", "CONFIG_NETFILTER": "n", "CONFIG_USB": "m", "CONFIG_SOUND": "y"}
     check = matching.check_kernel(kernel, "mips", [], "6.1.176", drop)
-    assert check.option_differences == {"CONFIG_NETFILTER": ("y", "n"), "CONFIG_SOUND": (None, "y")}
+    assert check.option_differences == {
+        "CONFIG_NETFILTER": ("y", "n", "ikconfig"),
+        "CONFIG_SOUND": (None, "y", "ikconfig"),
+    }
+    assert check.config_source == "ikconfig"
 
 
 def test_applets_the_busybox_config_leaves_out_are_named() -> None:
@@ -130,3 +136,111 @@ def test_makefile_versions_and_folder_names() -> None:
     assert _package_of("linux-6.1.176") == "linux"
     assert _package_of("busybox-1.35.0/") == "busybox"
     assert _package_of("vendor") is None
+
+
+# ------------------------------------------------------------------ issue 35, round 2
+def test_literals_in_comments_are_not_code_and_a_release_records_its_longest() -> None:
+    text = (
+        '//usage:#define ls_trivial_usage "[-1AaCxd] [FILE]..."\n'
+        '/* "in a block comment" */\nputs("real message here");\n'
+    )
+    assert literals.code_literals(text) == {"real message here"}
+    chosen = literals.release_literals([f"literal {'x' * n}" for n in range(10)] + ["y" * 300], limit=3)
+    assert chosen == ["literal xxxxxxxxx", "literal xxxxxxxx", "literal xxxxxxx"]  # the 300 is a table
+
+
+def test_an_upstream_release_is_ranked_by_literals_no_other_package_has() -> None:
+    holding = {
+        **{f"busybox message {i}": ["busybox@1.35.0", "busybox@1.36.1"] for i in range(12)},
+        "only in the newer one": ["busybox@1.36.1"],
+        "only in the older one": ["busybox@1.35.0"],
+        "shared with another package": ["busybox@1.35.0", "toybox@0.8.9"],
+    }
+    strings = [*holding, "not recorded anywhere"]
+    hit = matching.upstream_candidate(strings, holding)
+    assert hit == matching.UpstreamHit("busybox", "1.36.1", 13, ("1.35.0",))
+    assert matching.upstream_accepts(hit, 200) and not matching.upstream_accepts(hit, 2000)
+    few = matching.upstream_candidate(sorted(holding)[:5], holding)
+    assert few is not None and not matching.upstream_accepts(few, 5)
+    assert matching.upstream_candidate(["shared with another package"], holding) is None
+
+
+def test_a_match_named_from_upstream_takes_the_releases_licence_and_says_so() -> None:
+    m = matching.match_binary(_binary("/usr/bin/tool"), frozenset(), [], {})
+    named = matching.named_upstream(m, matching.UpstreamHit("busybox", "1.35.0", 40), "GPL-2.0-only")
+    assert (named.status, named.package, named.version, named.license, named.by, named.literals) == (
+        "source-missing", "busybox", "1.35.0", "GPL-2.0-only", "upstream-literals", 40,
+    )  # fmt: skip
+    assert "upstream busybox@1.35.0" in named.identifiers
+
+
+def test_gconv_modules_are_glibcs_and_take_the_version_libc_states() -> None:
+    gconv = _binary(
+        "/usr/lib/mipsel-linux-gnu/gconv/ISO8859-1.so",
+        elf=Elf("EM_MIPS", "mips", 32, "little", "DYN", None, None, ("libc.so.6",), None, ()),
+    )
+    m = matching.match_binary(gconv, frozenset(), [], {}, glibc="2.36")
+    assert (m.status, m.package, m.version, m.license, m.by) == (
+        "source-missing", "glibc", "2.36", "LGPL-2.1-or-later", "gconv",
+    )  # fmt: skip
+    # the same name outside gconv/, or without libc.so.6, is not told
+    assert not matching.is_gconv(dataclasses.replace(gconv, path="/usr/lib/plugins/ISO8859-1.so"))
+    assert not matching.is_gconv(dataclasses.replace(gconv, elf=_elf()))
+    banner = "GNU C Library (Debian GLIBC 2.36-9+deb12u14) stable release version 2.36."
+    assert matching.glibc_version(["x", banner]) == "2.36"
+
+
+def test_which_source_files_are_in_the_binary() -> None:
+    a = matching.Source(
+        "busybox-1.35.0", "busybox", "1.35.0", None,
+        files={
+            "busybox-1.35.0/coreutils/ls.c": frozenset({"ls message one", "shared in two files"}),
+            "busybox-1.35.0/networking/httpd.c": frozenset({"httpd message one", "httpd message two"}),
+            "busybox-1.35.0/libbb/one.c": frozenset({"shared in two files"}),
+            "busybox-1.35.0/libbb/tiny.c": frozenset({"a single literal"}),
+        },
+    )  # fmt: skip
+    unique = matching.file_distinctive([a])["busybox-1.35.0"]
+    assert unique["busybox-1.35.0/libbb/one.c"] == frozenset()  # its one literal is in ls.c too
+    told = matching.files_in_binary(unique, frozenset({"ls message one", "shared in two files"}))
+    assert told == {
+        "busybox-1.35.0/coreutils/ls.c": True,
+        "busybox-1.35.0/libbb/one.c": None,
+        "busybox-1.35.0/libbb/tiny.c": None,  # one absent literal says nothing
+        "busybox-1.35.0/networking/httpd.c": False,
+    }
+
+
+def test_flags_in_files_no_binary_contains_are_marked_and_ranked_below() -> None:
+    flags = [
+        {"severity": "action", "path": "b/unused.c", "kind": "restriction"},
+        {"severity": "action", "path": "b/used.c", "kind": "restriction"},
+        {"severity": "review", "path": "b/other.c", "kind": "licence"},
+    ]
+    marked = matching.mark_unshipped(flags, {"b/unused.c": False, "b/used.c": True})
+    assert [f["path"] for f in marked] == ["b/used.c", "b/other.c", "b/unused.c"]
+    assert marked[-1]["shipped"] is False and "shipped" not in marked[0]
+
+
+def test_the_kernel_configuration_implied_by_modules_and_built_ins() -> None:
+    kbuild = kbuild_objects(
+        "drivers/usb/storage",
+        "obj-$(CONFIG_USB_UAS)\t\t+= uas.o\nobj-$(CONFIG_USB_STORAGE)\t+= usb-storage.o \\\n\tother.o\n"
+        "usb-storage-y := scsiglue.o\nobj-y += sub/\n",
+    ) | kbuild_objects("fs", "obj-$(CONFIG_BINFMT_ELF) += binfmt_elf.o # ELF\n")
+    assert kbuild == {
+        "drivers/usb/storage/uas": "CONFIG_USB_UAS",
+        "drivers/usb/storage/usb-storage": "CONFIG_USB_STORAGE",
+        "drivers/usb/storage/other": "CONFIG_USB_STORAGE",
+        "fs/binfmt_elf": "CONFIG_BINFMT_ELF",
+    }
+    path = "router.bin@0x0:squashfs!/lib/modules/6.1.0/kernel/drivers/usb/storage/uas.ko"
+    assert matching.module_object(path) == "drivers/usb/storage/uas"
+    implied = matching.implied_config(
+        ["drivers/usb/storage/uas", "drivers/net/unknown"], ["kernel/fs/binfmt_elf.ko"], kbuild
+    )
+    assert implied == {"CONFIG_USB_UAS": "m", "CONFIG_BINFMT_ELF": "y"}
+    drop = {"CONFIG_MIPS": "y", "CONFIG_USB_UAS": "y", "CONFIG_BINFMT_ELF": "y"}
+    check = matching.check_kernel(None, "mips", [], None, drop, implied)
+    assert check.option_differences == {"CONFIG_USB_UAS": ("m", "y", "modules")}
+    assert (check.config_source, check.implied_options) == ("modules", 2)

@@ -21,16 +21,24 @@ import re
 from collections.abc import Iterable, Mapping
 
 from dropscan.firmware.inventory import Binary, Inventory, Kernel
+from dropscan.firmware.literals import LITERAL_MIN, binary_parts, c_literals, code_literals
+from dropscan.models import version_key
 
-# a literal is distinctive enough to count when it has this many characters and appears in the
-# sources of one component only; a component is the binary's when this many of its literals are there
-# and they are this share of the binary's strings (a C library shares dozens of a BusyBox's messages,
-# a small share of its own: docs/firmware.md has the figures)
-LITERAL_MIN = 8
+__all__ = ["LITERAL_MIN", "binary_parts", "c_literals", "code_literals"]
+
+# a component is the binary's when this many of its distinctive literals are there and they are this
+# share of the binary's strings (a C library shares dozens of a BusyBox's messages, a small share of
+# its own: docs/firmware.md has the figures)
 MATCH_MIN = 10
 MATCH_SHARE = 0.10
-C_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.){' + str(LITERAL_MIN) + r',})"')
-ESCAPES = {"\\n": "\n", "\\t": "\t", '\\"': '"', "\\\\": "\\"}
+# an upstream release recorded at ingest names a binary when this many of its literals, held by no
+# other package's release, are in the binary and they are this share of what the release recorded
+# (busybox holds 365 of BusyBox 1.35.0's 2,000, glibc 1: docs/firmware.md)
+UPSTREAM_MIN = 10
+UPSTREAM_SHARE = 0.05
+# a source file is not in a binary when at least this many of its distinctive literals are all absent
+ABSENT_MIN = 2
+GLIBC_VERSION = re.compile(r"GNU C Library \([^)]*\) (?:stable )?release version (\d+\.\d+(?:\.\d+)?)")
 # what a binary states of itself, by package: identifiers the inventory reads
 STATED_PACKAGES = ("busybox", "linux", "u-boot")
 # binaries known by a SONAME or a program name, for those no component of the drop claims
@@ -83,6 +91,8 @@ class Source:
     license: str | None
     literals: frozenset[str] = frozenset()
     config: Mapping[str, str] | None = None  # its .config, when the drop has one at the top
+    files: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)  # path -> its literals
+    kbuild: Mapping[str, str] = dataclasses.field(default_factory=dict)  # module name -> CONFIG_ option
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -95,20 +105,9 @@ class Match:
     package: str | None
     version: str | None  # as the binary states it
     license: str | None
-    by: str  # "identifier" | "literals" | "soname" | "none"
+    by: str  # "identifier" | "literals" | "upstream-literals" | "soname" | "gconv" | "none"
     literals: int = 0  # distinctive literals of the component found in the binary
     identifiers: tuple[str, ...] = ()
-
-
-def c_literals(text: str) -> set[str]:
-    """The string literals of a C source of at least ``LITERAL_MIN`` characters, escapes resolved."""
-    found: set[str] = set()
-    for match in C_LITERAL.finditer(text):
-        literal = re.sub(r"\\[nt\"\\]", lambda m: ESCAPES[m.group()], match.group(1))
-        found.update(
-            part for part in re.split(r"[\n\t]|%[-#0-9.]*[a-z]", literal) if len(part) >= LITERAL_MIN
-        )
-    return found
 
 
 def distinctive(sources: Iterable[Source]) -> dict[str, frozenset[str]]:
@@ -137,6 +136,8 @@ def stated(binary: Binary) -> tuple[str | None, str | None, tuple[str, ...]]:
 
 def identified(binary: Binary) -> tuple[str, str] | None:
     """(package, licence) of a binary known by its SONAME or file name, else None."""
+    if is_gconv(binary):
+        return "glibc", "LGPL-2.1-or-later"
     names = [binary.path.rsplit("/", 1)[-1]]
     if binary.elf is not None and binary.elf.soname:
         names.insert(0, binary.elf.soname)
@@ -144,6 +145,32 @@ def identified(binary: Binary) -> tuple[str, str] | None:
         for pattern, package, licence in IDENTIFIED:
             if pattern.search(name):
                 return package, licence
+    return None
+
+
+def is_gconv(binary: Binary) -> bool:
+    """A glibc gconv module: a shared object in a ``gconv/`` folder that needs ``libc.so.6``. No other
+    project installs there: iconv(3) of glibc loads them by the ``gconv-modules`` list beside them, and
+    they are built only in glibc's ``iconvdata/``, with the libc they need (docs/firmware.md)."""
+    folder = binary.path.rsplit("/", 2)
+    return (
+        len(folder) == 3
+        and folder[1] == "gconv"
+        and folder[2].endswith(".so")
+        and binary.elf is not None
+        and binary.elf.type == "DYN"
+        and "libc.so.6" in binary.elf.needed
+        and binary.elf.soname is None
+    )
+
+
+def glibc_version(strings: Iterable[str]) -> str | None:
+    """The version a glibc ``libc.so.6`` states ("GNU C Library (Debian GLIBC 2.36-9) stable release
+    version 2.36.")."""
+    for string in strings:
+        found = GLIBC_VERSION.search(string)
+        if found:
+            return found.group(1)
     return None
 
 
@@ -164,9 +191,14 @@ def same_version(stated_version: str, component_version: str) -> bool:
 
 
 def match_binary(
-    binary: Binary, strings: frozenset[str], sources: list[Source], unique: Mapping[str, frozenset[str]]
+    binary: Binary,
+    strings: frozenset[str],
+    sources: list[Source],
+    unique: Mapping[str, frozenset[str]],
+    glibc: str | None = None,
 ) -> Match:
-    """The binary's component and status; ``strings`` are its printable strings."""
+    """The binary's component and status; ``strings`` are its printable strings, ``glibc`` the version
+    the image's libc.so.6 states (its libraries and gconv modules are that glibc's)."""
     package, version, identifiers = stated(binary)
     component: Source | None = None
     by, literals = "none", 0
@@ -195,10 +227,104 @@ def match_binary(
     licence = _stated_licence(binary) or (known[1] if known else None)
     name = known[0] if known else package
     identifiers = identifiers + ((f"SONAME {binary.elf.soname}",) if binary.elf and binary.elf.soname else ())
-    return Match(
-        binary.path, obligation(licence), None, name, version, licence,
-        "soname" if known else "none", 0, identifiers,
-    )  # fmt: skip
+    by = ("gconv" if is_gconv(binary) else "soname") if known else "none"
+    if name == "glibc" and glibc is not None:
+        version = version or glibc
+        identifiers += (f"GNU C Library release version {glibc} (libc.so.6)",)
+    if by == "gconv":
+        identifiers += ("gconv module, NEEDED libc.so.6",)
+    return Match(binary.path, obligation(licence), None, name, version, licence, by, 0, identifiers)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UpstreamHit:
+    """The upstream release whose recorded literals a binary holds most of."""
+
+    package: str
+    version: str
+    literals: int  # its literals in the binary that no other package's release has
+    tied: tuple[str, ...] = ()  # other versions of the package with as many
+
+
+def upstream_candidate(strings: Iterable[str], holding: Mapping[str, Iterable[str]]) -> UpstreamHit | None:
+    """BAT's ranking against the upstream database: ``holding`` says which releases
+    (``package@version``) recorded each literal; a literal counts only when all its releases are of one
+    package; the release with most of the binary's literals wins (a tie: the highest version)."""
+    counts: dict[str, int] = {}
+    for string in set(strings):
+        releases = set(holding.get(string, ()))
+        if releases and len({r.rpartition("@")[0] for r in releases}) == 1:
+            for release in releases:
+                counts[release] = counts.get(release, 0) + 1
+    if not counts:
+        return None
+    best = max(counts.values())
+    top = sorted((r for r, n in counts.items() if n == best), key=lambda r: version_key(r.rpartition("@")[2]))
+    package, _, version = top[-1].rpartition("@")
+    return UpstreamHit(package, version, best, tuple(r.rpartition("@")[2] for r in top[:-1]))
+
+
+def upstream_accepts(hit: UpstreamHit, recorded: int) -> bool:
+    """Whether the release's literals in the binary are enough to name it (``UPSTREAM_MIN``, and
+    ``UPSTREAM_SHARE`` of the ``recorded`` ones: a C library shares a few messages with everything)."""
+    return hit.literals >= max(UPSTREAM_MIN, UPSTREAM_SHARE * recorded)
+
+
+def named_upstream(match: Match, hit: UpstreamHit, licence: str | None) -> Match:
+    """A binary no component of the drop explains, named by the upstream release it holds the literals
+    of: that package, the version it states (else the release's), the release's licence."""
+    licence = licence or match.license
+    tied = (f"as many literals of {hit.package}@{v}" for v in hit.tied)
+    identifiers = (*match.identifiers, f"upstream {hit.package}@{hit.version}", *tied)
+    return dataclasses.replace(
+        match,
+        status=obligation(licence),
+        package=hit.package,
+        version=match.version or hit.version,
+        license=licence,
+        by="upstream-literals",
+        literals=hit.literals,
+        identifiers=identifiers,
+    )
+
+
+def file_distinctive(sources: Iterable[Source]) -> dict[str, dict[str, frozenset[str]]]:
+    """Each source file's literals that no other file of the drop has: prefix -> path -> literals."""
+    sources = list(sources)
+    seen: dict[str, int] = {}
+    for source in sources:
+        for lits in source.files.values():
+            for literal in lits:
+                seen[literal] = seen.get(literal, 0) + 1
+    return {
+        s.prefix: {path: frozenset(lit for lit in lits if seen[lit] == 1) for path, lits in s.files.items()}
+        for s in sources
+    }
+
+
+def in_binary(literals: frozenset[str], strings: frozenset[str]) -> bool | None:
+    """Whether a source file is in a binary, from its distinctive literals: one of them in the binary's
+    strings says it is, ``ABSENT_MIN`` or more all absent say it is not; fewer tell nothing (None)."""
+    if literals & strings:
+        return True
+    return False if len(literals) >= ABSENT_MIN else None
+
+
+def files_in_binary(files: Mapping[str, frozenset[str]], strings: frozenset[str]) -> dict[str, bool | None]:
+    """``in_binary`` of each file of a component matched to binaries whose strings are ``strings``."""
+    return {path: in_binary(lits, strings) for path, lits in sorted(files.items())}
+
+
+def mark_unshipped(
+    flags: Iterable[Mapping[str, object]], shipped: Mapping[str, bool | None]
+) -> list[dict[str, object]]:
+    """The manifest's red flags with ``shipped: false`` on those in files no shipped binary contains
+    (``shipped``: path -> in_binary), moved below the others, each group in its order."""
+    marked = [dict(f) for f in flags]
+    for flag in marked:
+        if shipped.get(str(flag.get("path") or "")) is False:
+            flag["shipped"] = False
+    return sorted(marked, key=lambda f: f.get("shipped") is False)
 
 
 def _stated_licence(binary: Binary) -> str | None:
@@ -218,7 +344,11 @@ class KernelCheck:
     config_arch: str | None
     config_arch_mismatch: bool
     modules_other_release: tuple[str, ...]  # modules whose vermagic names another release
-    option_differences: dict[str, tuple[str | None, str | None]]  # option -> (image, drop)
+    # option -> (image, drop, source): source "ikconfig" (built in) or "modules" (implied by the
+    # modules shipped and modules.builtin, through the drop's Kbuild Makefiles)
+    option_differences: dict[str, tuple[str | None, str | None, str]]
+    config_source: str | None = None  # "ikconfig" | "modules" | None: what the image's side came from
+    implied_options: int = 0  # options the modules and built-ins imply
 
 
 def config_arch(config: Mapping[str, str]) -> str | None:
@@ -229,12 +359,42 @@ def config_arch(config: Mapping[str, str]) -> str | None:
     return None
 
 
+MODULE_PATH = re.compile(r"/lib/modules/[^/]+/kernel/(.+)\.ko(?:\.(?:xz|gz|zst))?$")
+
+
+def module_object(path: str) -> str | None:
+    """``…/lib/modules/6.1.0/kernel/drivers/usb/storage/uas.ko`` -> ``drivers/usb/storage/uas``: the
+    object Kbuild built it from, by its path in the source tree."""
+    found = MODULE_PATH.search("/" + path.split("!")[-1].lstrip("/"))
+    return found.group(1) if found else None
+
+
+def implied_config(
+    modules: Iterable[str], builtin: Iterable[str], kbuild: Mapping[str, str]
+) -> dict[str, str]:
+    """The options the image's kernel must have been built with: each shipped module's object (its path
+    in the tree, ``module_object``) is ``obj-$(CONFIG_X) += x.o`` in its folder's Makefile (``kbuild``:
+    object -> option), so CONFIG_X=m; each line of ``modules.builtin`` (``kernel/fs/binfmt_elf.ko``)
+    likewise =y. Objects no Makefile of the drop names imply nothing."""
+    implied: dict[str, str] = {}
+    for obj in modules:
+        if obj in kbuild:
+            implied.setdefault(kbuild[obj], "m")
+    for line in builtin:
+        name = line.strip()
+        built = name.removeprefix("kernel/").removesuffix(".ko") if name.endswith(".ko") else None
+        if built and built in kbuild:
+            implied[kbuild[built]] = "y"
+    return implied
+
+
 def check_kernel(
     kernel: Kernel | None, arch: str | None, modules: Iterable[Binary], drop_version: str | None,
-    drop_config: Mapping[str, str] | None,
+    drop_config: Mapping[str, str] | None, implied: Mapping[str, str] | None = None,
 ) -> KernelCheck:  # fmt: skip
     """Version against the drop's Makefile, architecture against its .config, modules against the release,
-    and option by option when the image carries its configuration (IKCONFIG)."""
+    and option by option: against the image's configuration (IKCONFIG) when built in, else against what
+    its modules and built-ins imply (``implied``: ``implied_config``)."""
     release = kernel.release if kernel else None
     other = tuple(
         m.path
@@ -244,12 +404,19 @@ def check_kernel(
         and m.modinfo.get("vermagic", "").split()[:1] != [release]
     )
     selected = config_arch(drop_config) if drop_config else None
-    differences: dict[str, tuple[str | None, str | None]] = {}
+    differences: dict[str, tuple[str | None, str | None, str]] = {}
+    source = None
     if kernel is not None and kernel.config is not None and drop_config is not None:
+        source = "ikconfig"
         for option in sorted(set(kernel.config) | set(drop_config)):
             ours, theirs = kernel.config.get(option, "n"), drop_config.get(option, "n")
             if ours != theirs:
-                differences[option] = (kernel.config.get(option), drop_config.get(option))
+                differences[option] = (kernel.config.get(option), drop_config.get(option), source)
+    elif implied and drop_config is not None:
+        source = "modules"
+        for option, value in sorted(implied.items()):
+            if drop_config.get(option, "n") != value:
+                differences[option] = (value, drop_config.get(option), source)
     version = kernel.version if kernel else None
     return KernelCheck(
         version=version,
@@ -260,6 +427,8 @@ def check_kernel(
         config_arch_mismatch=bool(selected and arch and selected != arch),
         modules_other_release=other,
         option_differences=differences,
+        config_source=source,
+        implied_options=len(implied or {}),
     )
 
 
@@ -296,4 +465,8 @@ def match_all(
 ) -> list[Match]:
     """Every binary of the inventory matched; ``strings`` by binary path."""
     unique = distinctive(sources)
-    return [match_binary(b, strings.get(b.path, frozenset()), sources, unique) for b in inventory.binaries]
+    libc = next((b.path for b in inventory.binaries if b.elf and b.elf.soname == "libc.so.6"), None)
+    glibc = glibc_version(strings.get(libc, ())) if libc else None
+    return [
+        match_binary(b, strings.get(b.path, frozenset()), sources, unique, glibc) for b in inventory.binaries
+    ]

@@ -1,5 +1,7 @@
-"""What the drop's components say to the matching: their C string literals, the version their Makefile
-states and their ``.config``, read from the drop's archive with libarchive (``dropscan.archive.binding``).
+"""What the drop's components say to the matching: their C string literals (per file, comments left
+out), the version their Makefile states, their ``.config`` and, for a kernel, which CONFIG_ option
+builds which object (its Kbuild Makefiles), read from the drop's archive with libarchive
+(``dropscan.archive.binding``).
 
 One pass over the archive's top level; members are read up to ``MEMBER_MAX`` bytes each (a generated
 source past it holds tables, not messages). Nested archives are not opened in this round.
@@ -7,17 +9,33 @@ source past it holds tables, not messages). Nested archives are not opened in th
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from dropscan.archive import binding
 from dropscan.firmware.inventory import parse_config
-from dropscan.firmware.matching import Source, c_literals
+from dropscan.firmware.literals import SOURCE_SUFFIXES, code_literals
+from dropscan.firmware.matching import Source
 
 MEMBER_MAX = 4 << 20
-SOURCE_SUFFIXES = (".c", ".h", ".cc", ".cpp")
 MAKEFILE_FIELD = re.compile(r"^(VERSION|PATCHLEVEL|SUBLEVEL)\s*=\s*(\d+)\s*$", re.M)
+KBUILD_OBJ = re.compile(r"^\s*obj-\$\((CONFIG_\w+)\)\s*[+:]?=\s*(.*)$", re.M)
+KBUILD_NAMES = ("Makefile", "Kbuild")
+
+
+def kbuild_objects(folder: str, text: str) -> dict[str, str]:
+    """``obj-$(CONFIG_USB_UAS) += uas.o`` in ``drivers/usb/storage/Makefile`` ->
+    ``{"drivers/usb/storage/uas": "CONFIG_USB_UAS"}`` (continued lines joined; folders and plain
+    ``obj-y``/``obj-m`` name no option)."""
+    found: dict[str, str] = {}
+    text = text.replace("\\\n", " ")
+    for option, objects in KBUILD_OBJ.findall(text):
+        for obj in objects.split("#", 1)[0].split():
+            if obj.endswith(".o"):
+                found[posixpath.normpath(posixpath.join(folder, obj[:-2]))] = option
+    return found
 
 
 def makefile_version(text: str) -> str | None:
@@ -33,8 +51,10 @@ class DropSources:
 
     def __init__(self) -> None:
         self.literals: dict[str, set[str]] = {}
+        self.files: dict[str, dict[str, frozenset[str]]] = {}  # prefix -> drop path -> literals
         self.versions: dict[str, str] = {}
         self.configs: dict[str, dict[str, str]] = {}
+        self.kbuild: dict[str, dict[str, str]] = {}  # prefix -> object -> CONFIG_ option
 
     def sources(self, components: list[Mapping[str, object]]) -> list[Source]:
         """The manifest's components, each with what its files say."""
@@ -50,6 +70,8 @@ class DropSources:
                     license=str(licence) if licence else None,
                     literals=frozenset(self.literals.get(prefix, ())),
                     config=self.configs.get(prefix),
+                    files=self.files.get(prefix, {}),
+                    kbuild=self.kbuild.get(prefix, {}),
                 )
             )
         return found
@@ -79,7 +101,8 @@ def read_drop(drop: Path, prefixes: list[str]) -> DropSources:
 
 
 def _take(found: DropSources, prefix: str, inner: str, reader: binding.Reader) -> None:
-    wanted = inner.endswith(SOURCE_SUFFIXES) or inner in ("Makefile", ".config")
+    base = inner.rsplit("/", 1)[-1]
+    wanted = inner.endswith(SOURCE_SUFFIXES) or base in KBUILD_NAMES or inner == ".config"
     if not wanted:
         return
     chunks, size = [], 0
@@ -87,11 +110,16 @@ def _take(found: DropSources, prefix: str, inner: str, reader: binding.Reader) -
         chunks.append(block)
         size += len(block)
     text = b"".join(chunks)[:MEMBER_MAX].decode("utf-8", "replace")
-    if inner == "Makefile":
-        version = makefile_version(text)
+    if base in KBUILD_NAMES:
+        version = makefile_version(text) if inner == "Makefile" else None
         if version is not None:
             found.versions[prefix] = version
+        folder = inner.rpartition("/")[0]
+        if "obj-$(CONFIG_" in text:
+            found.kbuild.setdefault(prefix, {}).update(kbuild_objects(folder, text))
     elif inner == ".config":
         found.configs[prefix] = parse_config(text)
     else:
-        found.literals.setdefault(prefix, set()).update(c_literals(text))
+        literals = code_literals(text)
+        found.literals.setdefault(prefix, set()).update(literals)
+        found.files.setdefault(prefix, {})[f"{prefix}/{inner}"] = frozenset(literals)

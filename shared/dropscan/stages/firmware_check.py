@@ -1,8 +1,9 @@
 """The firmware stage: one image against a finished manifest and its drop -> the manifest's
 ``firmware`` section (docs/firmware.md). Not yet part of the scan pipeline, the CLI or the schema.
 
-unpack -> inventory -> read the drop's sources -> match each binary -> check the kernel and BusyBox ->
-verdict. Everything it cannot read is in the section with a reason; it raises only on bugs.
+unpack -> inventory -> read the drop's sources -> match each binary -> name the rest from the upstream
+database's literals (``upstream``) -> which source files are in the binaries -> check the kernel and
+BusyBox -> verdict. Everything it cannot read is in the section with a reason; it raises only on bugs.
 """
 
 from __future__ import annotations
@@ -10,16 +11,31 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from dropscan.archive.limits import Limits
 from dropscan.firmware import carve, inventory, matching
+from dropscan.firmware.literals import binary_parts
 from dropscan.firmware.sources import read_drop
+from dropscan.store.upstream_literals import ReleaseLiterals
 
 # literals are compared only for binaries that state no identifier; their strings are read this far
 STRINGS_MAX = 32 << 20
+BUILTIN_MAX = 4 << 20
+
+
+class Upstream(Protocol):
+    """What the stage asks of the upstream database (``store.upstream_literals.UpstreamLiterals``)."""
+
+    def holding(self, literals: Iterable[str]) -> Mapping[str, Iterable[str]]:
+        """Each literal some release recorded -> those releases (``package@version``)."""
+        ...
+
+    def release(self, package: str, version: str) -> ReleaseLiterals | None:
+        """What the release's ingest recorded: how many literals, its licence."""
+        ...
 
 
 def firmware_section(
@@ -29,8 +45,12 @@ def firmware_section(
     limits: Limits = carve.FIRMWARE_LIMITS,
     seconds: float = carve.DEFAULT_SECONDS,
     scratch: Path | None = None,
+    *,
+    upstream: Upstream | None = None,
 ) -> dict[str, Any]:
-    """The ``firmware`` section of ``manifest`` for ``image``, the drop read again from ``drop``."""
+    """The ``firmware`` section of ``manifest`` for ``image``, the drop read again from ``drop``;
+    ``upstream`` (``Services.literals()``): the releases' literals recorded at ingest, which name the
+    binaries no component of the drop explains (None: they are named by SONAME or not at all)."""
     work = Path(tempfile.mkdtemp(prefix="firmware-", dir=scratch))
     clock: dict[str, float] = {}
     try:
@@ -43,14 +63,26 @@ def firmware_section(
         started = time.monotonic()
         components = list(manifest.get("components") or [])
         sources = read_drop(drop, [str(c.get("prefix") or "") for c in components]).sources(components)
-        strings = _strings_to_place(unpacked, found, {s.package for s in sources if s.package})
+        packages = {s.package for s in sources if s.package}
+        strings = _strings(
+            unpacked, {b.path for b in found.binaries if matching.stated(b)[0] not in packages}
+        )
         matches = matching.match_all(found, strings, sources)
-        kernel = _kernel_check(found, sources)
-        applets = _applet_check(found, sources)
         clock["match"] = time.monotonic() - started
+        if upstream is not None:
+            started = time.monotonic()
+            matches = _name_from_upstream(matches, strings, upstream)
+            clock["upstream"] = time.monotonic() - started
+        started = time.monotonic()
+        files = _files_in_binaries(unpacked, matches, sources, strings)
+        kernel = _kernel_check(found, sources, _builtin(unpacked))
+        applets = _applet_check(found, sources)
+        clock["files_and_checks"] = time.monotonic() - started
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return _section(image, unpacked, found, matches, kernel, applets, clock)
+    section = _section(image, unpacked, found, matches, kernel, applets, clock)
+    section["components"] = files
+    return section
 
 
 VERDICT_ORDER = ("complete", "incomplete", "wrong")
@@ -58,21 +90,39 @@ VERDICT_ORDER = ("complete", "incomplete", "wrong")
 
 def attach(manifest: dict[str, Any], sections: list[Mapping[str, Any]]) -> dict[str, Any]:
     """``manifest`` with its ``firmware`` part: one section per image (``firmware_section``) and the
-    pair's verdict, the worst of theirs (the one place the pipeline and the CLI put it there)."""
+    pair's verdict, the worst of theirs (the one place the pipeline and the CLI put it there).
+
+    Each file of a component matched to a binary gets ``in_binary`` (true when some image's binaries
+    hold its literals, false when the images that tell all say not, null when none can tell), and the
+    red flags in files no shipped binary contains are marked ``shipped: false`` and ranked below."""
     verdicts = [str(s.get("verdict") or "complete") for s in sections]
     manifest["firmware"] = {
         "verdict": max(verdicts, key=VERDICT_ORDER.index) if verdicts else None,
         "images": [dict(s) for s in sections],
     }
+    told = _in_binary(sections)
+    if told:
+        for entry in manifest.get("files") or []:
+            if entry.get("path") in told:
+                entry["in_binary"] = told[entry["path"]]
+        if manifest.get("flags"):
+            manifest["flags"] = matching.mark_unshipped(manifest["flags"], told)
     return manifest
 
 
-def _strings_to_place(
-    unpacked: carve.Unpacked, found: inventory.Inventory, packages: set[str]
-) -> dict[str, frozenset[str]]:
-    """Printable strings of the binaries whose identifiers name no package of the drop: the literals
-    must place them."""
-    wanted = {b.path for b in found.binaries if matching.stated(b)[0] not in packages}
+def _in_binary(sections: Iterable[Mapping[str, Any]]) -> dict[str, bool | None]:
+    """path -> in_binary over every image: any true wins, else any false, else null."""
+    told: dict[str, bool | None] = {}
+    for section in sections:
+        for component in section.get("components") or []:
+            for path, value in (component.get("files") or {}).items():
+                if value is True or told.get(path) is None:
+                    told[path] = value
+    return told
+
+
+def _strings(unpacked: carve.Unpacked, wanted: set[str]) -> dict[str, frozenset[str]]:
+    """Printable strings of the binaries at ``wanted`` paths (read up to ``STRINGS_MAX`` each)."""
     strings = {}
     for entry in unpacked.files():
         if entry.path in wanted and entry.local is not None:
@@ -81,17 +131,76 @@ def _strings_to_place(
     return strings
 
 
-def _kernel_check(found: inventory.Inventory, sources: list[matching.Source]) -> matching.KernelCheck | None:
+def _name_from_upstream(
+    matches: list[matching.Match], strings: Mapping[str, frozenset[str]], upstream: Upstream
+) -> list[matching.Match]:
+    """The binaries no component explains, named by the upstream release whose recorded literals they
+    hold (one lookup for all their strings), when enough of them are there."""
+    open_ = [m for m in matches if m.component is None and m.path in strings]
+    parts = {m.path: frozenset(binary_parts(strings[m.path])) for m in open_}
+    holding = upstream.holding(set().union(*parts.values())) if parts else {}
+    if not holding:
+        return matches
+    named: dict[str, matching.Match] = {}
+    for m in open_:
+        hit = matching.upstream_candidate(parts[m.path], holding)
+        facts = upstream.release(hit.package, hit.version) if hit is not None else None
+        if hit is not None and facts is not None and matching.upstream_accepts(hit, facts.recorded):
+            named[m.path] = matching.named_upstream(m, hit, facts.license)
+    return [named.get(m.path, m) for m in matches]
+
+
+def _files_in_binaries(
+    unpacked: carve.Unpacked,
+    matches: list[matching.Match],
+    sources: list[matching.Source],
+    strings: Mapping[str, frozenset[str]],
+) -> list[dict[str, Any]]:
+    """Per component matched to binaries: each of its source files' ``in_binary``, from its literals
+    (distinctive within the drop) among the strings of all the component's binaries."""
+    by_component: dict[str, list[str]] = {}
+    for m in matches:
+        if m.component is not None:
+            by_component.setdefault(m.component, []).append(m.path)
+    unique = matching.file_distinctive(s for s in sources if s.files)
+    wanted = {p for prefix, paths in by_component.items() if unique.get(prefix) for p in paths}
+    more = _strings(unpacked, wanted - set(strings))
+    found = []
+    for prefix, paths in sorted(by_component.items()):
+        if not unique.get(prefix):
+            continue
+        held = frozenset(binary_parts(s for p in paths for s in strings.get(p) or more.get(p) or ()))
+        files = matching.files_in_binary(unique[prefix], held)
+        counts = {str(v).lower(): sum(1 for x in files.values() if x is v) for v in (True, False, None)}
+        found.append({"prefix": prefix, "binaries": len(paths), "counts": counts, "files": files})
+    return found
+
+
+def _builtin(unpacked: carve.Unpacked) -> list[str]:
+    """The lines of the image's ``modules.builtin`` (the kernel's built-in objects), if it has one."""
+    for entry in unpacked.files():
+        if entry.path.endswith("/modules.builtin") and entry.local is not None:
+            with entry.local.open("rb") as handle:
+                return handle.read(BUILTIN_MAX).decode("utf-8", "replace").splitlines()
+    return []
+
+
+def _kernel_check(
+    found: inventory.Inventory, sources: list[matching.Source], builtin: list[str]
+) -> matching.KernelCheck | None:
     if found.kernel is None and not any(b.kind == "module" for b in found.binaries):
         return None
     linux = next((s for s in sources if s.package == "linux"), None)
     modules = [b for b in found.binaries if b.kind == "module"]
+    objects = [o for b in modules if (o := matching.module_object(b.path)) is not None]
+    implied = matching.implied_config(objects, builtin, linux.kbuild) if linux else {}
     return matching.check_kernel(
         found.kernel,
         found.kernel_arch,
         modules,
         linux.version if linux else None,
         linux.config if linux else None,
+        implied,
     )
 
 
@@ -181,5 +290,7 @@ def _kernel(check: matching.KernelCheck | None) -> dict[str, Any] | None:
         "config_arch": check.config_arch,
         "config_arch_mismatch": check.config_arch_mismatch,
         "modules_other_release": list(check.modules_other_release),
+        "config_source": check.config_source,
+        "implied_options": check.implied_options,
         "option_differences": {k: list(v) for k, v in check.option_differences.items()},
     }

@@ -15,6 +15,7 @@ from aws_lambda_powertools import Logger
 from dropscan.archive import ArchiveReadError, walk
 from dropscan.archive.extract import Extracted, contents_by_digest
 from dropscan.audit import component_licence, licenses, similarity
+from dropscan.firmware.literals import code_literals, is_source, release_literals
 from dropscan.forked import Done, Forked, forked_iter, usable_cpus
 from dropscan.keys import pack_key, parse_git_bundle_key, parse_upstream_key
 from dropscan.models import FileDigests, Release, Trust
@@ -47,9 +48,9 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
     trust = Trust(obj.metadata["trust"]) if obj.metadata.get("trust") else None
     previous = svc.releases.report(package, version)
     same = previous and previous.get("etag") == (obj.etag or "") and previous.get("source") == key
-    if same and previous and "license" in previous and "content" in previous:
+    if same and previous and all(k in previous for k in ("license", "content", "literals")):
         # a redelivered event or a repeated upload of the same archive: the release is in already (a
-        # release ingested before its licence and texts were recorded is ingested again, once)
+        # release ingested before its licence, texts and literals were recorded is ingested again, once)
         if trust:
             svc.upstream().set_trust(package, trust)
         return IngestResult(package, version, int(previous["files"]), 0)
@@ -70,8 +71,11 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
     wrote = db.write_release(package, version, files, previous=partial(svc.releases.raw_digests, package))
     written = wrote.items
     merged = time.perf_counter()
-    licence, stored = release_licence(svc, obj, paths, sizes, texts)
+    sources = {d for p, d in paths.items() if is_source(p)} if svc.settings.ingest_literals else set()
+    licence, stored, literals = release_licence(svc, obj, paths, sizes, texts, sources)
     licensed = time.perf_counter()
+    recorded = record_literals(svc, package, version, literals)
+    literal_s = time.perf_counter() - licensed
     db.register(package, version, trust)  # last: a registered release has its digests and path list
     report = {
         "package": package,
@@ -87,22 +91,40 @@ def ingest_release(svc: Services, bucket: str, key: str) -> IngestResult:
             "hash_and_merge": round(merged - started, 3),
             "release": round(time.perf_counter() - licensed, 3),
             "license_and_content": round(licensed - merged, 3),
+            "literals": round(literal_s, 3),
         },
         "license": licence,
         "content": stored,
+        "literals": recorded,
     }
     svc.releases.put_report(package, version, report)
     logger.info("ingested", extra=report)
     return IngestResult(package, version, len(paths), written)
 
 
-def release_licence(
-    svc: Services, obj: StoredObject, paths: dict[str, str], sizes: dict[str, int], texts: dict[str, int]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The release's licence (component_licence.release_record), computed once, here, for every scan,
-    and its text files stored for review evidence (store.content); with what was stored.
+def record_literals(svc: Services, package: str, version: str, literals: list[str]) -> dict[str, Any]:
+    """The release's chosen literals into the upstream table (store.upstream_literals), for the firmware
+    check to name binaries whose source a drop lacks; what was recorded, for the report."""
+    if not svc.settings.ingest_literals:
+        return {"recorded": 0, "items_written": 0, "reason": "not recorded: INGEST_LITERALS=0"}
+    written = svc.literals().record(package, version, literals) if literals else 0
+    return {"recorded": len(literals), "items_written": written}
 
-    Both are read out of one copy of the archive, in a forked child while the licence index loads; a
+
+def release_licence(
+    svc: Services,
+    obj: StoredObject,
+    paths: dict[str, str],
+    sizes: dict[str, int],
+    texts: dict[str, int],
+    sources: set[str] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The release's licence (component_licence.release_record), computed once, here, for every scan,
+    its text files stored for review evidence (store.content), with what was stored, and the string
+    literals of its C sources (``sources``: their SHA-256s) that ingest records
+    (firmware.literals.release_literals).
+
+    All are read out of one copy of the archive, in a forked child while the licence index loads; a
     failure other than S3's is recorded as the reason no licence (or no content) is known.
     """
     package, version = release_of(obj)
@@ -116,11 +138,13 @@ def release_licence(
             if wanted or texts:
                 svc.objects.download(obj.bucket, obj.key, obj.version_id, spool)
             key = pack_key(package, f"{version}-{(obj.etag or 'x')[:12]}")
-            job = partial(_pack_release, spool.name, {**texts, **wanted}, set(wanted), pack_dir, key)
+            job = partial(
+                _pack_release, spool.name, {**texts, **wanted}, set(wanted), pack_dir, key, sources or set()
+            )
             reading = Forked(job) if usable_cpus() > 1 and (wanted or texts) else Done(job())
             with reading:
                 detector = licenses.detector(svc.settings.triage_detector)
-                content, pack, sketches = reading.result()
+                content, pack, sketches, literals = reading.result()
             if pack.locations:
                 store = svc.content()
                 store.put_pack(pack.segments)
@@ -132,30 +156,34 @@ def release_licence(
                     "packed_bytes": pack.packed_bytes,
                     "segments": len(pack.segments),
                 }
-        return component_licence.release_record(paths, content, detector, sizes), stored
+        return component_licence.release_record(paths, content, detector, sizes), stored, literals
     except AWS_ERRORS:
         raise
     except Exception as e:  # errors are data: scans fall back to the drop's own licence files
         logger.exception("release licence not read", extra={"key": obj.key})
         reason = f"not read at ingest: {type(e).__name__}: {e}"[:300]
-        return {"license": None, "license_reason": reason}, stored | {"error": reason}
+        return {"license": None, "license_reason": reason}, stored | {"error": reason}, []
 
 
 def _pack_release(
-    spool: str, wanted: dict[str, int], keep: set[str], pack_dir: str, key: str
-) -> tuple[dict[str, bytes], PackWriter, dict[str, str]]:
-    """(licence files' bytes, the pack of every text file, their line sketches) of a release copy."""
+    spool: str, wanted: dict[str, int], keep: set[str], pack_dir: str, key: str, sources: set[str]
+) -> tuple[dict[str, bytes], PackWriter, dict[str, str], list[str]]:
+    """(licence files' bytes, the pack of every text file, their line sketches, the chosen literals of
+    the ``sources``) of a release copy: the C sources' literals come from the bytes the pack reads."""
     sketches: dict[str, str] = {}
+    literals: set[str] = set()
     with PackWriter(pack_dir, key) as pack:
 
         def sink(digest: str, data: bytes) -> bool:
             pack.add(digest, data)
             if digest not in sketches:
                 sketches[digest] = similarity.encode(similarity.sketch(data))
+                if digest in sources:
+                    literals.update(code_literals(data.decode("utf-8", "replace")))
             return digest in keep
 
         got = contents_by_digest(spool, wanted, sink=sink) if wanted else Extracted()
-    return {d: b for d, b in got.content.items() if d in keep}, pack, sketches
+    return {d: b for d, b in got.content.items() if d in keep}, pack, sketches, release_literals(literals)
 
 
 def release_of(obj: StoredObject) -> tuple[str, str]:

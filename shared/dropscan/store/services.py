@@ -18,6 +18,7 @@ from dropscan.store.objects import Objects
 from dropscan.store.releases import Releases
 from dropscan.store.scans import ScanStore
 from dropscan.store.upstream import UpstreamDB
+from dropscan.store.upstream_literals import UpstreamLiterals
 from dropscan.store.work import Work
 
 if TYPE_CHECKING:
@@ -117,6 +118,10 @@ class Services:
             concurrency=self.settings.dynamodb_concurrency,
             forked_reads=self.settings.dynamodb_reads == "forked",
         )
+
+    def literals(self) -> UpstreamLiterals:
+        """Upstream releases' literals in the upstream table, their ingest reports for what each recorded."""
+        return UpstreamLiterals(self.dynamodb, self.settings.upstream_table, self.releases)
 
 
 @cache
