@@ -82,7 +82,19 @@ def main() -> int:
         "command_added": round(med[True] / med[False] - 1, 3),
         "ingest_function_s": {"without": round(med_own[False], 2), "with": round(med_own[True], 2)},
         "ingest_function_added": round(med_own[True] / med_own[False] - 1, 3),
+        "parts_added": round(
+            sum(statistics.median(r.get(k, 0.0) for r in parts[True]) for k in parts[True][0])
+            / sum(statistics.median(r.get(k, 0.0) for r in parts[False]) for k in parts[False][0])
+            - 1,
+            3,
+        ),
         "literals_step_s": round(statistics.median(s.get("literals", 0.0) for s in parts[True]), 3),
+        "parts_s": {
+            ("with" if side else "without"): {
+                k: round(statistics.median(run.get(k, 0.0) for run in runs), 3) for k in runs[0]
+            }
+            for side, runs in parts.items()
+        },
         "recorded": recorded,
         "all": {
             "command": {("with" if k else "without"): v for k, v in wall.items()},

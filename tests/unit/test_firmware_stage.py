@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from dropscan.stages.firmware_check import firmware_section
+from dropscan.audit.flags import term_flags
+from dropscan.local.embedded import EmbeddedStack
+from dropscan.stages.firmware_check import attach, firmware_section
+from dropscan.store.services import current_services
 
 from helpers.builders import busybox_orig
 from helpers.firmware_images import firmware_cache
@@ -21,21 +24,21 @@ KERNEL_MAKEFILE = "VERSION = 6\nPATCHLEVEL = 1\nSUBLEVEL = 176\nEXTRAVERSION =\n
 BUSYBOX_CONFIG = "CONFIG_LS=y\nCONFIG_ASH=y\n# CONFIG_HTTPD is not set\n"
 
 
-def _drop(target: Path, busybox_prefix: str, kernel_config: str) -> Path:
-    """busybox_1.35.0.orig.tar.bz2 under ``busybox_prefix`` with a .config, and the kernel's Makefile and
-    .config under linux-6.1.176/."""
+def _drop(
+    target: Path, busybox_prefix: str | None, kernel_config: str, extra: dict[str, str] | None = None
+) -> Path:
+    """busybox_1.35.0.orig.tar.bz2 under ``busybox_prefix`` (None: no BusyBox) with a .config, the
+    kernel's Makefile and .config under linux-6.1.176/, and ``extra`` files (path -> text)."""
     with tarfile.open(busybox_orig()) as src, tarfile.open(target, "w:gz") as out:
-        for member in src:
+        prefix = busybox_prefix or ""
+        for member in src if prefix else ():
             data = src.extractfile(member) if member.isfile() else None
-            member.name = (
-                busybox_prefix + "/" + member.name.split("/", 1)[-1] if "/" in member.name else busybox_prefix
-            )
+            member.name = prefix + "/" + member.name.split("/", 1)[-1] if "/" in member.name else prefix
             out.addfile(member, data)
-        for name, text in (
-            (f"{busybox_prefix}/.config", BUSYBOX_CONFIG),
-            ("linux-6.1.176/Makefile", KERNEL_MAKEFILE),
-            ("linux-6.1.176/.config", kernel_config),
-        ):
+        files = {"linux-6.1.176/Makefile": KERNEL_MAKEFILE, "linux-6.1.176/.config": kernel_config}
+        if busybox_prefix:
+            files[f"{busybox_prefix}/.config"] = BUSYBOX_CONFIG
+        for name, text in {**files, **(extra or {})}.items():
             info = tarfile.TarInfo(name)
             info.size = len(text.encode())
             out.addfile(info, io.BytesIO(text.encode()))
@@ -122,3 +125,115 @@ def test_a_renamed_busybox_folder_is_found_by_its_distinctive_literals(
     # the binary states BusyBox, the drop names no such package: its strings place it
     assert busybox["component"] == "vendor" and busybox["evidence"]["by"] == "literals"
     assert busybox["evidence"]["literals"] >= 100
+
+
+ROUTER = "router.bin"
+# a vendor's file planted in the BusyBox tree, of an applet the image's busybox was not built with
+UNUSED = "busybox-1.35.0/miscutils/vendor_ledctl.c"
+UNUSED_TEXT = """/* (c) Vendor Inc. Permission granted for non-commercial use only. */
+#include "libbb.h"
+int ledctl_main(int argc, char **argv)
+{
+	if (argc < 2) bb_error_msg_and_die("ledctl: no LED pattern given on the command line");
+	if (open("/dev/vendor-led", O_RDWR) < 0)
+		bb_simple_perror_msg_and_die("ledctl: cannot open the vendor LED device");
+	puts("ledctl: blink pattern out of range for this board");
+	return 0;
+}
+"""
+
+
+def test_an_unused_flagged_file_is_not_in_the_binary_and_ranked_below(
+    tmp_path: Path, mips_config: str
+) -> None:
+    drop = _drop(tmp_path / "drop.tar.gz", "busybox-1.35.0", mips_config, {UNUSED: UNUSED_TEXT})
+    section = firmware_section(
+        firmware_cache() / "images" / ROUTER, _manifest("busybox-1.35.0", "1.35.0"), drop
+    )
+    (busybox,) = [c for c in section["components"] if c["prefix"] == "busybox-1.35.0"]
+    files = busybox["files"]
+    assert files[UNUSED] is False
+    assert files["busybox-1.35.0/coreutils/ls.c"] is True
+    assert busybox["counts"]["true"] > 100 and busybox["counts"]["false"] > 10
+    # the manifest: its files get in_binary, the flag in the unused file is kept, marked, ranked below
+    flagged = term_flags(UNUSED, "busybox-1.35.0", UNUSED_TEXT, [])
+    assert flagged and flagged[0].kind == "non-commercial"
+    used = {"kind": "licence", "severity": "review", "path": "busybox-1.35.0/coreutils/ls.c"}
+    manifest: dict[str, Any] = {
+        "files": [{"path": UNUSED}, {"path": "busybox-1.35.0/coreutils/ls.c"}, {"path": "README"}],
+        "flags": [f.to_json() for f in flagged] + [used],
+    }
+    attach(manifest, [section])
+    assert [f.get("in_binary") for f in manifest["files"]] == [False, True, None]
+    assert "in_binary" not in manifest["files"][2]
+    assert [f["path"] for f in manifest["flags"]] == ["busybox-1.35.0/coreutils/ls.c", UNUSED]
+    assert manifest["flags"][1]["shipped"] is False
+
+
+def test_a_busybox_the_drop_lacks_is_named_from_the_upstream_database(
+    tmp_path: Path, mips_config: str, stack: EmbeddedStack
+) -> None:
+    stack.client.ingest(busybox_orig(), "busybox", "1.35.0")
+    drop = _drop(tmp_path / "drop.tar.gz", None, mips_config)
+    manifest = {"components": _manifest("x", None)["components"][1:]}
+    section = firmware_section(
+        firmware_cache() / "images" / ROUTER, manifest, drop, upstream=current_services().literals()
+    )
+    by_path = {b["path"].rsplit("!", 1)[-1]: b for b in section["binaries"]}
+    busybox = by_path["/bin/busybox"]
+    assert (busybox["package"], busybox["version"], busybox["license"], busybox["status"]) == (
+        "busybox", "1.35.0", "GPL-2.0-only", "source-missing",
+    )  # fmt: skip
+    assert busybox["evidence"]["by"] == "upstream-literals" and busybox["evidence"]["literals"] >= 100
+    # glibc shares a message or two with BusyBox: not enough to be named by it
+    libc = by_path["/lib/mipsel-linux-gnu/libc.so.6"]
+    assert (libc["package"], libc["version"], libc["evidence"]["by"]) == ("glibc", "2.36", "soname")
+    gconv = [b for b in section["binaries"] if "/gconv/" in b["path"] and b["path"].endswith(".so")]
+    assert len(gconv) > 200 and {(b["package"], b["version"], b["evidence"]["by"]) for b in gconv} == {
+        ("glibc", "2.36", "gconv")
+    }
+    assert section["verdict"] == "incomplete"
+
+
+KBUILD = {
+    "linux-6.1.176/drivers/usb/storage/Makefile": (
+        "obj-$(CONFIG_USB_UAS)\t\t+= uas.o\nobj-$(CONFIG_USB_STORAGE)\t+= usb-storage.o\n"
+        "obj-$(CONFIG_USB_STORAGE_ALAUDA)\t+= ums-alauda.o\n"
+        "usb-storage-y := scsiglue.o protocol.o transport.o usb.o\n"
+    ),
+    "linux-6.1.176/fs/squashfs/Makefile": (
+        "obj-$(CONFIG_SQUASHFS) += squashfs.o\nsquashfs-y += block.o cache.o\n"
+    ),
+    "linux-6.1.176/fs/Makefile": (
+        "obj-$(CONFIG_BINFMT_ELF)\t\t+= binfmt_elf.o\nobj-$(CONFIG_BINFMT_SCRIPT)\t+= binfmt_script.o\n"
+    ),
+    "linux-6.1.176/lib/Makefile": "obj-$(CONFIG_CRC16)\t+= crc16.o\nobj-$(CONFIG_CRC7)\t+= crc7.o\n",
+}
+
+
+def test_without_ikconfig_the_modules_imply_the_kernel_configuration(
+    tmp_path: Path, mips_config: str
+) -> None:
+    config = (
+        mips_config.replace("CONFIG_USB_UAS=m", "CONFIG_USB_UAS=y")
+        .replace("CONFIG_SQUASHFS=m", "# CONFIG_SQUASHFS is not set")
+        .replace("CONFIG_BINFMT_ELF=y", "CONFIG_BINFMT_ELF=m")
+    )
+    drop = _drop(tmp_path / "drop.tar.gz", "busybox-1.35.0", config, KBUILD)
+    section = firmware_section(
+        firmware_cache() / "images" / ROUTER, _manifest("busybox-1.35.0", "1.35.0"), drop
+    )
+    kernel = section["kernel"]
+    assert kernel["config_source"] == "modules" and kernel["implied_options"] == 8
+    assert kernel["option_differences"] == {
+        "CONFIG_BINFMT_ELF": ["y", "m", "modules"],  # modules.builtin has it
+        "CONFIG_SQUASHFS": ["m", "n", "modules"],  # "is not set"
+        "CONFIG_USB_UAS": ["m", "y", "modules"],
+    }
+    # Debian's own .config agrees with every option the modules imply
+    right = firmware_section(
+        firmware_cache() / "images" / ROUTER,
+        _manifest("busybox-1.35.0", "1.35.0"),
+        _drop(tmp_path / "right.tar.gz", "busybox-1.35.0", mips_config, KBUILD),
+    )
+    assert right["kernel"]["option_differences"] == {} and right["kernel"]["implied_options"] == 8

@@ -151,7 +151,8 @@ def identified(binary: Binary) -> tuple[str, str] | None:
 def is_gconv(binary: Binary) -> bool:
     """A glibc gconv module: a shared object in a ``gconv/`` folder that needs ``libc.so.6``. No other
     project installs there: iconv(3) of glibc loads them by the ``gconv-modules`` list beside them, and
-    they are built only in glibc's ``iconvdata/``, with the libc they need (docs/firmware.md)."""
+    they are built only in glibc's ``iconvdata/``, with the libc they need; the few with a SONAME
+    (``libJIS.so``, ``libGB.so``) are the tables the others share (docs/firmware.md)."""
     folder = binary.path.rsplit("/", 2)
     return (
         len(folder) == 3
@@ -160,7 +161,6 @@ def is_gconv(binary: Binary) -> bool:
         and binary.elf is not None
         and binary.elf.type == "DYN"
         and "libc.so.6" in binary.elf.needed
-        and binary.elf.soname is None
     )
 
 
