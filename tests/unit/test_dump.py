@@ -71,3 +71,29 @@ def test_a_git_state_copied_as_stored_loads_as_the_state_itself(aws: tuple[Any, 
     import_db(UpstreamDB(dynamodb, "loaded"), s3, "there", out)
     # Then the state loaded there is the state itself
     assert Releases(s3, "there").git_state("foo") == state
+
+
+def test_a_dump_carries_the_literals_recorded_at_ingest(aws: tuple[Any, Any]) -> None:
+    from dropscan.store.upstream_literals import UpstreamLiterals
+
+    # Given a release whose ingest recorded literals
+    dynamodb, s3 = aws
+    db = UpstreamDB(dynamodb, "upstream")
+    save_release(s3, "here", Release("foo", "1.0", {"a.c": "0" * 64}))
+    licence = {"license": "GPL-2.0-only", "license_file": "COPYING"}  # as release_record makes it
+    report = {"package": "foo", "version": "1.0", "license": licence, "literals": {"recorded": 2}}
+    Releases(s3, "here").put_report("foo", "1.0", report)
+    db.register("foo", ["1.0"], None)
+    UpstreamLiterals(dynamodb, "upstream").record("foo", "1.0", ["foo: a message of its own", "another one"])
+    # When the database is dumped and loaded into another table
+    out = io.BytesIO()
+    export_db(db, s3, "here", out)
+    out.seek(0)
+    import_db(UpstreamDB(dynamodb, "loaded"), s3, "there", out)
+    # Then the literals name the release there, with what it recorded
+    loaded = UpstreamLiterals(dynamodb, "loaded", Releases(s3, "there"))
+    assert loaded.holding(["foo: a message of its own", "never recorded"]) == {
+        "foo: a message of its own": frozenset({"foo@1.0"})
+    }
+    facts = loaded.release("foo", "1.0")
+    assert facts is not None and (facts.recorded, facts.license) == (2, "GPL-2.0-only")

@@ -28,6 +28,7 @@ from dropscan.models import DigestInfo, PackageInfo, Release, Trust, VersionRang
 from dropscan.store.releases import Releases, load_release, save_release
 from dropscan.store.upstream import UpstreamDB
 from dropscan.store.upstream_items import head_of
+from dropscan.store.upstream_literals import LITERAL_PREFIX, UpstreamLiterals
 from dropscan.upstream_rules import Contribution, effective, stored_of
 
 if TYPE_CHECKING:
@@ -172,6 +173,9 @@ def _write_digests(f: IO[str], items: Iterable[dict[str, Any]], tops: Mapping[st
         if _PAGE.match(key):
             pages.setdefault(key[:64], []).append(orjson.loads(raw["v"]["S"]))
             continue
+        if key.startswith(LITERAL_PREFIX):  # a release literal: its releases, as they are
+            f.write(orjson.dumps({"lit": key, "r": sorted(raw.get("r", {}).get("SS", ()))}).decode() + "\n")
+            continue
         if not _HEX64.match(key):
             continue  # package items, the package index, leases
         digest, head, _ = head_of(raw)
@@ -215,6 +219,8 @@ def _write_packages(
                 licence = (report or {}).get("license")
                 if licence is not None:  # recorded once at ingest: the next scans take it from here
                     line["license"] = licence
+                if (report or {}).get("literals") is not None:  # what the release's literals were
+                    line["literals"] = (report or {})["literals"]
                 f.write(orjson.dumps(line).decode() + "\n")
                 stats.releases += 1
 
@@ -251,8 +257,11 @@ def import_db(db: UpstreamDB, s3: S3Client, bucket: str, src: IO[bytes]) -> Dump
     stats = DumpStats()
     digests: dict[str, Contribution] = {}
     adopted: dict[str, str] = {}  # new packages -> the open release they had: kept open here
+    literals: dict[str, set[str]] = {}
     for entry in _lines(src):
-        if "d" in entry:
+        if "lit" in entry:
+            literals[str(entry["lit"])] = set(entry.get("r") or ())
+        elif "d" in entry:
             digests[entry["d"]] = Contribution(
                 set(entry["f"]),
                 {p: VersionRange(r[0], r[1]) for p, r in entry["p"].items()},
@@ -272,6 +281,8 @@ def import_db(db: UpstreamDB, s3: S3Client, bucket: str, src: IO[bytes]) -> Dump
     stats.written = db.merge(digests, open_releases=tops)
     for package, version in adopted.items():  # last: every digest of that release is open by now
         db.adopt_open_release(package, version)
+    if literals:
+        UpstreamLiterals(db.client, db.table).merge(literals)
     return stats
 
 
@@ -283,8 +294,12 @@ def _import_licence(releases: Releases, entry: dict[str, Any]) -> None:
         "version": version,
         "files": len(entry["files"]),
     }
-    if report.get("license") is None:
-        report["license"] = entry["license"]
+    changed = False
+    if report.get("license") is None and entry.get("license") is not None:
+        report["license"], changed = entry["license"], True
+    if report.get("literals") is None and entry.get("literals") is not None:
+        report["literals"], changed = entry["literals"], True
+    if changed:
         releases.put_report(package, version, report)
 
 
@@ -293,7 +308,7 @@ def _import_entry(db: UpstreamDB, s3: S3Client, bucket: str, entry: dict[str, An
     if "release" in entry:
         if load_release(s3, bucket, entry["release"], entry["version"]) is None:
             save_release(s3, bucket, Release(entry["release"], entry["version"], entry["files"]))
-        if entry.get("license") is not None:
+        if entry.get("license") is not None or entry.get("literals") is not None:
             _import_licence(Releases(s3, bucket), entry)
         stats.releases += 1
     elif "package" in entry:

@@ -5,11 +5,11 @@ literal's SHA-256, hex>``, ``r`` the string set of ``<package>@<version>`` of th
 recorded for. A release is added by read, add, write in batches (BatchGetItem, BatchWriteItem: 2,000
 literals are 20 + 80 calls, where an ``UpdateItem ADD`` each took 3.3 s on the embedded stack) under
 one writer lease, ``lease#literals`` (``store.lease``): two ingests sharing a literal would otherwise
-lose one's release; the recording of a release takes about a second, so they queue little. A re-ingest
+lose one's release; recording 2,000 takes a fraction of a second, so they queue little. A re-ingest
 writes nothing. An item grows by about 20 bytes a release that has the literal (1,000 releases: 20 KB,
-far below DynamoDB's 400 KB). Dumps (``store.dump``) read only
-digest and package items, so they leave these out. What each release recorded (how many, its licence)
-is in its ingest report (``store.releases``), which :meth:`UpstreamLiterals.release` reads.
+far below DynamoDB's 400 KB). Dumps (``store.dump``) carry the items as ``{"lit": key, "r": [...]}``
+lines. What each release recorded (how many, its licence) is in its ingest report
+(``store.releases``; a dump's release line carries it), which :meth:`UpstreamLiterals.release` reads.
 """
 
 from __future__ import annotations
@@ -88,6 +88,19 @@ class UpstreamLiterals:
             items = [{"pk": {"S": k}, "r": {"SS": sorted(held.get(k, frozenset()) | {rid})}} for k in todo]
             self.batch.put_many(items, before_page=lease.check)
         return len(todo)
+
+    def merge(self, items: Mapping[str, Iterable[str]]) -> int:
+        """Literal items as a dump has them (key -> releases) into the table, each the union with what it
+        holds (``store.dump``'s import); returns how many items changed."""
+        lease = WriterLease(self.client, self.table, self.lease_s, key=LITERALS_LEASE)
+        with lease.held(wait_s=self.lease_wait_s):
+            held = self._holding_keys(items)
+            changed = {k: held.get(k, frozenset()) | set(r) for k, r in items.items()}
+            out = [
+                {"pk": {"S": k}, "r": {"SS": sorted(r)}} for k, r in changed.items() if r and r != held.get(k)
+            ]
+            self.batch.put_many(out, before_page=lease.check)
+        return len(out)
 
     def holding(self, literals: Iterable[str]) -> dict[str, frozenset[str]]:
         """Each of ``literals`` that some release recorded -> those releases (``package@version``)."""
