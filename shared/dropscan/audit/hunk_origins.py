@@ -31,8 +31,8 @@ CONTEXT_CHECK = 3
 #: a line recurring this often in the base file is common there: alone it cites nothing
 REPEATED = 3
 _COMMON = re.compile(
-    rb"^\s*(?:[{}()\[\];,]*|#\s*(?:endif|else|include)\b.*|(?://config:)?\s*(?:depends on|select|default"
-    rb"|help)\b.*|(?:break|continue|return(?: -?[01])?);)\s*$"
+    rb"^\s*(?:[{}()\[\];,]*|#\s*(?:endif|else|include)\b.*|#\s*if\s+[01]\b.*"
+    rb"|(?://config:)?\s*(?:depends on|select|default|help)\b.*|(?:break|continue|return(?: -?[01])?);)\s*$"
 )
 #: revisions of a path (besides the release's own) a base is chosen among, nearest in time first
 MAX_CANDIDATES = 24
@@ -82,7 +82,7 @@ def holds(state: Sequence[bytes], block: Sequence[bytes]) -> bool:
 
 def common(line: bytes, counts: Mapping[bytes, int]) -> bool:
     """A line that alone says nothing of where a change came from: blank, a brace, ``#endif``,
-    ``depends on X``, or one recurring in the file."""
+    ``#if 0``, ``depends on X``, or one recurring in the file."""
     bare = normal_line(line).strip()
     return bool(_COMMON.match(bare)) or counts.get(bare, 0) >= REPEATED
 
@@ -159,8 +159,10 @@ class _Checks:
         return out
 
     def undoes(self, h: Hunk, pub: Published) -> bool:
-        """Whether ``h`` undoes ``pub``'s opposite change: at once when its lines are not common (the
-        commit's lines brought back, wherever they land), else where the context is as before it."""
+        """Whether ``h`` undoes ``pub``'s opposite change: at once when its lines are not all common (the
+        commit's lines brought back, wherever they land: Debian puts ``CONFIG_PLATFORM_LINUX=y`` back at
+        another line of a defconfig), else only where the drop's context is as it was before the
+        commit (a lone ``#if 0`` added is no revert of a 2000 commit that removed one elsewhere)."""
         return not all(common(x, self.counts) for x in (*h.removed, *h.added)) or self.fits(
             h, "before", pub, strict=False
         )
