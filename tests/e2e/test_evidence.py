@@ -366,3 +366,35 @@ def test_reverts_are_named_flagged_and_kept_in_review_and_a_lone_line_elsewhere_
     # what the patch series says of r.c, beside the content's answer
     [said] = ev["r.c"]["patches"]
     assert (said["patch"], said["states_reverts"]) == ("revert-fix.patch", [fix])
+
+
+def test_a_commit_dated_before_its_parent_is_still_after_it_when_a_revert_is_named(tmp_path: Path) -> None:
+    """Before and after by ancestry: upstream's removal of a block was made on a branch with a date
+    before the block was added (a rebased or imported commit), then merged into 1.0. A drop putting the
+    block back reverts that removal; ordered by date, the removal came "before" the block existed and
+    the commit undone could not be told."""
+    repo = tmp_path / "foo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    same: dict[str, bytes] = {f"same{n}.c": text(source(f"same{n}")) for n in range(8)}
+    commit(repo, {"LICENSE": LICENCE, "s.c": text(C0), **same}, "Initial import", "2001-01-01")
+    block = ["#ifdef HAVE_LINUX\n", "\tsetup_linux(fd, flags | LINUX_ONLY);\n", "#endif\n"]
+    with_block = [*C0[:20], *block, *C0[20:]]
+    commit(repo, {"s.c": text(with_block)}, "s: set up linux", "2001-03-01")
+    git(repo, "checkout", "-q", "-b", "side")
+    # the block removed together with a change to the line before it: no exact opposite in the index
+    reworked = [*C0[:19], "int c_19(void) { return 19 + 0; }\n", *C0[20:]]
+    removal = commit(repo, {"s.c": text(reworked)}, "s: no linux setup any more", "1999-06-01")
+    git(repo, "checkout", "-q", "master")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge side", "side", date="2001-04-01T00:00:00Z")
+    git(repo, "tag", "1_0")
+    assert git(repo, "show", "-s", "--format=%cI", removal).startswith("1999")
+    back = [*reworked[:20], *block, *reworked[20:]]
+    tree = {"LICENSE": LICENCE, "s.c": text(back), **same}
+    m = scan_with_history(repo, tar_drop(tmp_path, tree))
+    ev = by_path(m)["s.c"]["evidence"]
+    assert (ev["base"]["version"], ev["base"].get("commit")) == ("1.0", None)
+    assert [(h["origin"], (h.get("reverts") or {}).get("commit")) for h in ev["hunks"]] == [
+        ("revert", removal)
+    ]
+    assert ev["reverts"][0]["subject"] == "s: no linux setup any more"

@@ -237,17 +237,19 @@ def _states(
     comp: _Component, base: Mapping[str, Any], named: dict[str, Any]
 ) -> list[tuple[dict[str, Any], Location]]:
     """The upstream states the file may come from: the release's own, then (with a history) the
-    revisions of its path nearest in time to the release's, each with where its content lies."""
+    revisions of its path nearest the release's in the history's order, each with where its content lies."""
     out: list[tuple[dict[str, Any], Location]] = []
     if base["sha256"] in comp.where:
         out.append((named, comp.where[base["sha256"]]))
     revs = comp.revisions.get(base["path"], [])
     if not revs:
         return out
-    at = next((r[2] for r in revs if r[0] == base["sha256"]), None) or max(r[2] for r in revs)
-    nearest = sorted(revs, key=lambda r: abs(_seconds(r[2]) - _seconds(at)))
+    when = _order(revs)
+    at = next((when(r) for r in revs if r[0] == base["sha256"]), None)
+    at = max(map(when, revs)) if at is None else at
+    nearest = sorted(revs, key=lambda r: abs(when(r) - at))
     seen = {base["sha256"]}
-    for sha, commit, _date, key, off, n in nearest:
+    for sha, commit, _date, key, off, n in (r[:6] for r in nearest):
         if sha in seen:
             continue
         seen.add(sha)
@@ -323,6 +325,19 @@ def _seconds(date: str) -> float:
     return datetime.fromisoformat(date.replace("Z", "+00:00")).timestamp()
 
 
+def _numbered(revs: list[list[Any]]) -> bool:
+    """Whether the revisions carry their commit's place in the history (ingests since issue 36)."""
+    return bool(revs) and all(len(r) > 6 for r in revs)
+
+
+def _order(revs: list[list[Any]]) -> Any:
+    """What orders a path's revisions as the history does: the place of their commit, parents first
+    (ancestry: a commit merged late may bear an old date); revisions stored before, by date."""
+    if _numbered(revs):
+        return lambda r: float(r[6])
+    return lambda r: _seconds(r[2])
+
+
 def _diff_all(
     store: ContentStore,
     jobs: list[tuple[dict[str, Any], _Component, list[Candidate]]],
@@ -360,12 +375,14 @@ class _PathHistory:
     :func:`hunk_origins.origins` ask for them (:class:`hunk_origins.History`).
 
     ingest-git stores each state of a path once, with the first commit making it, so a commit that
-    brings back an earlier state has no revision of its own: its states are found by time.
+    brings back an earlier state has no revision of its own: its states are found by its place in the
+    history (parents first: an ancestor's states always come before; date only for data stored before
+    places were recorded).
     """
 
-    #: states read to find the commit that undid a change (a bisection by time)
+    #: states read to find the commit that undid a change (a bisection in the history's order)
     MAX_READS = 24
-    #: states nearest a commit in time looked at when the commit's own is not stored
+    #: states nearest a commit in the history's order looked at when the commit's own is not stored
     NEAR = 3
 
     def __init__(
@@ -376,22 +393,27 @@ class _PathHistory:
         index: dict[str, list[Published]],
     ) -> None:
         self.store, self.comp, self.path, self.index = store, comp, base["path"], index
-        self.revs = sorted(comp.revisions.get(self.path, []), key=lambda r: r[2])
+        revs = comp.revisions.get(self.path, [])
+        self.numbered = _numbered(revs)
+        self.revs = sorted(revs, key=_order(revs))
         self.place = {r[1]: i for i, r in enumerate(self.revs)}
         #: the base's own state: a change the base lacks was undone before it
         self.base_at = next((i for i, r in enumerate(self.revs) if r[0] == base["sha256"]), None)
         self._read: dict[str, bytes | None] = {}
 
     def _content(self, i: int) -> bytes | None:
-        sha, _commit, _date, key, off, n = self.revs[i]
+        sha, _commit, _date, key, off, n = self.revs[i][:6]
         if sha not in self._read:
             self._read[sha] = self.store.blobs({sha: (key, off, n)}).get(sha)
         return self._read[sha]
 
     def _at(self, pub: Published) -> int:
-        """The place of ``pub``'s state, or where its date falls among the states."""
+        """The place of ``pub``'s state, or where its place in the history (else its date) falls among
+        the states."""
         if pub.commit in self.place:
             return self.place[pub.commit]
+        if self.numbered and pub.seq is not None:
+            return bisect.bisect_right([r[6] for r in self.revs], pub.seq)
         return bisect.bisect_right([r[2] for r in self.revs], pub.date or "")
 
     def states(self, pub: Published, side: str) -> list[bytes]:
@@ -404,7 +426,8 @@ class _PathHistory:
         return [c for c in map(self._content, picks) if c is not None]
 
     def undone_by(self, pub: Published, present: Any) -> Published | None:
-        """The first state after ``pub``'s (by time, up to the base's) that ``present`` is false of."""
+        """The first state after ``pub``'s (in the history's order, up to the base's) that ``present``
+        is false of."""
         if pub.commit not in self.place:
             return None
         return self._first_absent(self.place[pub.commit], present)
@@ -422,7 +445,7 @@ class _PathHistory:
 
     def _first_absent(self, lo: int, present: Any) -> Published | None:
         """The first state after ``lo`` (present) that ``present`` is false of, up to the base's: the
-        next ones in time first (states of side branches interleave by date), then a bisection."""
+        next ones first (states of side branches interleave), then a bisection."""
         hi = self.base_at if self.base_at is not None and self.base_at > lo else len(self.revs) - 1
         for i in range(lo + 1, min(hi, lo + self.MAX_READS) + 1):
             state = self._content(i)

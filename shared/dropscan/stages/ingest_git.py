@@ -371,7 +371,7 @@ def _save_state(releases: Releases, package: str, run: Run, done: _Done) -> bool
     walked = done.walked
     changed = bool(done.new_tags or walked.first_commit or run.read) or walked.tips != run.history_tips
     if changed:
-        releases.put_git_state(package, run.state(package, done.new_tags, walked.tips))
+        releases.put_git_state(package, run.state(package, done.new_tags, walked.tips, len(walked.commits)))
     return changed
 
 

@@ -40,9 +40,10 @@ def merge_revisions(
     revisions: Mapping[str, list[list[Any]]],
     where: Mapping[str, Location],
 ) -> None:
-    """``revisions`` (path -> [[sha256, commit, date]], earliest first) added to the package's history
-    shards with where each content lies: each state of a path once, with the commit that first made it;
-    a content not stored (binary, too big, missing) is left out."""
+    """``revisions`` (path -> [[sha256, commit, date, place in the history]], parents first) added to
+    the package's history shards as [sha256, commit, date, pack, offset, length, place]: each state of
+    a path once, with the commit that first made it; a content not stored (binary, too big, missing)
+    is left out."""
     by_shard: dict[int, dict[str, list[list[Any]]]] = {}
     for path, revs in revisions.items():
         by_shard.setdefault(path_shard(path), {})[path] = revs
@@ -53,9 +54,9 @@ def merge_revisions(
         for path, revs in paths.items():
             listed = into.setdefault(path, [])
             have = {r[0] for r in listed}
-            for sha, c, t in revs:  # each state of a path once, with the commit that first made it
+            for sha, c, t, *seq in revs:  # each state of a path once, with the commit first making it
                 if sha not in have and sha in where:
-                    listed.append([sha, c, t, *where[sha]])
+                    listed.append([sha, c, t, *where[sha], *seq])
                     have.add(sha)
         merged[n] = {"paths": into}
     content.put_shards(package, "history", merged)
