@@ -188,6 +188,7 @@ def origins(
     new: bytes | None = None,
     old: bytes | None = None,
     history: History | None = None,
+    aliases: Sequence[str] = (),
 ) -> list[Origin]:
     """Each hunk's origin in a file diffed against ``base`` (``old``; the drop's file is ``new``):
 
@@ -196,20 +197,23 @@ def origins(
       the base holds made and a later one undid (the one cited, found in ``history``);
     - ``vendor`` otherwise. A one-line or common-lines hunk is cited only where the commit's state
       holds it with the drop's context lines (``history``; without it, never).
+
+    A change is looked for at the base's path and at ``aliases``, the paths its file was renamed from
+    or to (a commit before a rename made its change at the old path).
     """
     checks = _Checks(new, old, history)
-    path = base["path"]
+    paths = [base["path"], *aliases]
     out: list[Origin] = []
     for h in hunks:
         if h.noise:
             out.append(Origin(NOISE))
             continue
-        pubs = index.get(h.fingerprint(path), ())
+        pubs = [p for path in paths for p in index.get(h.fingerprint(path), ())]
         later = next((p for p in pubs if not held(p, base) and checks.fits(h, "after", p)), None)
         if later is not None:
             out.append(Origin(UPSTREAM, later))
             continue
-        opposite = index.get(fingerprint(path, h.added, h.removed), ())
+        opposite = [p for path in paths for p in index.get(fingerprint(path, h.added, h.removed), ())]
         undone = next((p for p in opposite if checks.undoes(h, p)), None)
         if undone is not None:
             out.append(Origin(REVERT, undone))
@@ -335,10 +339,11 @@ def evidence_of(
     old: bytes | None = None,
     history: History | None = None,
     nearest: Mapping[str, Any] | None = None,
+    aliases: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The manifest's ``evidence`` object for a file diffed against ``chosen`` (see :func:`origins`)."""
     hunks: list[dict[str, Any]] = []
-    found = origins(chosen.hunks, index, chosen.base, new=new, old=old, history=history)
+    found = origins(chosen.hunks, index, chosen.base, new=new, old=old, history=history, aliases=aliases)
     reverts: list[dict[str, Any]] = []
     for h, o in zip(chosen.hunks, found, strict=True):
         entry: dict[str, Any] = {

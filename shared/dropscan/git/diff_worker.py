@@ -149,6 +149,8 @@ class Diffs:
     hunks: dict[str, list[list[Any]]] = field(default_factory=dict)
     #: path -> [[sha256, commit, date, place in the history]]
     revisions: dict[str, list[list[Any]]] = field(default_factory=dict)
+    #: the paths renamed: (old path, new path, commit, date, place in the history), parents first
+    renames: list[list[Any]] = field(default_factory=list)
     diffs: int = 0
     diffed_here: int = 0  # of them, by the walk (:class:`DiffSplit`)
     failed: int = 0
@@ -288,6 +290,7 @@ class Diffs:
             known = run.blobs.get(blob)
             if known is not None:
                 self.revisions.setdefault(path, []).append([known[0], commit, date, seq])
+        self.renames.extend([old, new, commit, date, seq] for old, new in change.renames)
         for fp in change.hunks:
             cited = self.hunks.setdefault(fp, [])
             if len(cited) < MAX_PUBLISHED and published not in cited:

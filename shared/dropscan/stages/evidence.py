@@ -24,6 +24,8 @@ from dropscan.store.services import Services
 
 #: the classes whose files get evidence (modified in full; the noise classes briefly)
 _NOISE_CLASSES = ("vcs-keywords", "whitespace")
+#: other paths (renames, either way) a file's history is followed to
+MAX_ALIASES = 8
 
 
 @dataclass
@@ -36,6 +38,37 @@ class _Component:
     revisions: dict[str, list[list[Any]]] = field(default_factory=dict)
     history: bool = False
     match_pct: float = 100.0
+    #: path -> the renames of the file at it, either way: (other path, "from" | "to", place in the history)
+    moves: dict[str, list[tuple[str, str, int | None]]] = field(default_factory=dict)
+
+    def aliases(self, path: str) -> list[str]:
+        """The other paths of the file at ``path``: the ones it was renamed from or to, transitively
+        (within :data:`MAX_ALIASES`)."""
+        seen, todo = [path], [path]
+        while todo and len(seen) <= MAX_ALIASES:
+            for other, _way, _seq in self.moves.get(todo.pop(0), ()):
+                if other not in seen:
+                    seen.append(other)
+                    todo.append(other)
+        return seen[1 : MAX_ALIASES + 1]
+
+    def lineage(self, path: str) -> list[list[Any]]:
+        """The revisions of the file at ``path`` and of its renamed-from paths before each rename and
+        renamed-to paths after it (a path renamed away and later made again is another file)."""
+        out = list(self.revisions.get(path, []))
+        seen = {path}
+        todo = [path]
+        while todo and len(seen) <= MAX_ALIASES:
+            for other, way, seq in self.moves.get(todo.pop(0), ()):
+                if other in seen:
+                    continue
+                seen.add(other)
+                todo.append(other)
+                for r in self.revisions.get(other, []):
+                    place = r[6] if len(r) > 6 else None
+                    if seq is None or place is None or (place <= seq if way == "from" else place >= seq):
+                        out.append(r)
+        return out
 
     @property
     def snapshot(self) -> bool:
@@ -163,7 +196,14 @@ def add_evidence(
         patch = hunks.patch_text(old, new, chosen.base["path"])
         history = _PathHistory(pre.store, comp, chosen.base, index) if comp.history else None
         f["evidence"] = hunk_origins.evidence_of(
-            chosen, index, patch, new=new, old=old, history=history, nearest=nearest
+            chosen,
+            index,
+            patch,
+            new=new,
+            old=old,
+            history=history,
+            nearest=nearest,
+            aliases=comp.aliases(chosen.base["path"]) if comp.history else (),
         )
         f["evidence"]["base_rule"] = "nearest" if snapshot else "release"
         if snapshot:
@@ -200,11 +240,32 @@ def _components(svc: Services, store: ContentStore, manifest: Mapping[str, Any])
         comp.history = bool(store.meta(c["package"]).get("history"))
         if comp.history:
             mine = [f for f in manifest["files"] if f.get("component") == c["prefix"] and f.get("base")]
-            paths = {f["base"]["path"] for f in mine}
-            for shard in store.shards(c["package"], "history", {path_shard(p) for p in paths}).values():
-                comp.revisions.update((p, shard["paths"][p]) for p in paths if p in shard.get("paths", {}))
+            _read_history(store, comp, {f["base"]["path"] for f in mine})
         out[c["prefix"]] = comp
     return out
+
+
+def _read_history(store: ContentStore, comp: _Component, paths: set[str]) -> None:
+    """The revisions of ``paths`` and of the paths their files were renamed from or to (a few rounds
+    of shard reads: each round reads the shards of the renames the last one found)."""
+    todo, asked = set(paths), set()
+    for _round in range(3):
+        if not todo:
+            return
+        asked |= todo
+        shards = store.shards(comp.package, "history", {path_shard(p) for p in todo})
+        found: set[str] = set()
+        for p in todo:
+            shard = shards.get(path_shard(p)) or {}
+            if p in shard.get("paths", {}):
+                comp.revisions[p] = shard["paths"][p]
+            for key, way in (("renamed_from", "from"), ("renamed_to", "to")):
+                for other, _commit, _date, *seq in (shard.get(key) or {}).get(p, ()):
+                    move = (other, way, seq[0] if seq else None)
+                    if move not in comp.moves.setdefault(p, []):
+                        comp.moves[p].append(move)
+                    found.add(other)
+        todo = found - asked
 
 
 def _named(comp: _Component, base: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -354,12 +415,12 @@ def _diff_all(
                 continue
             c.hunks = hunks.diff(old, new)
             if comp.history:
-                path = c.base["path"]
                 keys = asked.setdefault(comp.package, set())
-                for h in c.hunks:
-                    key = h.key(path)
-                    if key is not None:  # the change, and its opposite (a revert's)
-                        keys.update((key, fingerprint(path, h.added, h.removed)))
+                for path in (c.base["path"], *comp.aliases(c.base["path"])):
+                    for h in c.hunks:
+                        key = h.key(path)
+                        if key is not None:  # the change, and its opposite (a revert's)
+                            keys.update((key, fingerprint(path, h.added, h.removed)))
     index: dict[str, list[Published]] = {}
     for package, fps in asked.items():
         shards = store.shards(package, "hunks", {hunk_shard(fp) for fp in fps})
@@ -393,7 +454,8 @@ class _PathHistory:
         index: dict[str, list[Published]],
     ) -> None:
         self.store, self.comp, self.path, self.index = store, comp, base["path"], index
-        revs = comp.revisions.get(self.path, [])
+        revs = comp.lineage(self.path)
+        self.paths = [self.path, *comp.aliases(self.path)]
         self.numbered = _numbered(revs)
         self.revs = sorted(revs, key=_order(revs))
         self.place = {r[1]: i for i, r in enumerate(self.revs)}
@@ -481,7 +543,8 @@ class _PathHistory:
         _sha, commit, date, *_ = self.revs[i]
         new = self._content(i) or b""
         for j in parents[: self.NEAR]:
-            keys = [k for h in hunks.diff(self._content(j) or b"", new) if (k := h.key(self.path))]
+            changed = hunks.diff(self._content(j) or b"", new)
+            keys = [k for h in changed for p in self.paths if (k := h.key(p))]
             missing = {k for k in keys if k not in self.index}
             if missing:
                 shards = self.store.shards(self.comp.package, "hunks", {hunk_shard(k) for k in missing})
