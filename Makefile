@@ -16,7 +16,7 @@ AWSCLI_VENV := .cache/awscli
 AWSCLI := $(AWSCLI_VENV)/bin/aws
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install awscli demo test test-intro lint format cases browser bench bench-scale bench-db bench-git bench-evidence bench-evidence-kernel bench-linux fuzz clean package package-bench image image-test
+.PHONY: install awscli demo test test-intro lint format cases evidence-cases trixie-src browser bench bench-scale bench-db bench-git bench-evidence bench-evidence-kernel bench-linux fuzz clean package package-bench image image-test
 
 install: $(STAMP)
 
@@ -181,17 +181,34 @@ BUSYBOX_W32 ?= /work/.mirror/rmyorston+busybox-w32/repo
 # resolves the binary package's version, so the source version is asked by number.
 TRIXIE_SRC ?= /etc/apt/sources.list.d/trixie-src.sources
 DEBIAN_BUSYBOX ?= 1:1.37.0-6
-bench-evidence: install
-	@mkdir -p $(EVIDENCE_CACHE)
+trixie-src:
 	@[ -f $(TRIXIE_SRC) ] || grep -rqs "trixie" /etc/apt/sources.list.d/ || \
 	  (printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
 	  > $(TRIXIE_SRC) && apt-get update -qq) || echo "could not add trixie's deb-src"
+
+bench-evidence: install trixie-src
+	@mkdir -p $(EVIDENCE_CACHE)
 	@ls $(EVIDENCE_CACHE)/busybox_1.37.0-*.dsc >/dev/null 2>&1 || \
 	  (cd $(EVIDENCE_CACHE) && apt-get source -qq --download-only busybox=$(DEBIAN_BUSYBOX) >/dev/null 2>&1) || \
 	  echo "no busybox 1.37.0 source from apt: the drop is built from the tag, no Debian series"
 	$(BIN)/python bench/evidence_busybox.py --mirror $(BUSYBOX_MIRROR) --w32 $(BUSYBOX_W32) \
 	  --cache $(EVIDENCE_CACHE) --runs 3 --out bench-out/evidence \
 	  $$(ls $(EVIDENCE_CACHE)/busybox_1.37.0.orig.tar.* 2>/dev/null | sed 's/^/--tarball /')
+
+# The real-data test of review evidence (issue 36, tests/e2e/test_evidence_debian.py): Debian's busybox
+# 1.37.0-6 series applied to 1.37.0, scanned against BusyBox's history ingested with --history (once per
+# change of the ingest code, about 200 s; tests/helpers/busybox_debian.py). The history is BusyBox's own
+# git history from the GitHub mirrors where this machine has them (BUSYBOX_MIRROR, BUSYBOX_W32), else
+# Debian's orig tarballs of 1.35.0 (make cases) and 1.37.0 as one commit per release.
+EVIDENCE_CASES ?= $(CURDIR)/.cache/evidence
+evidence-cases: install trixie-src
+	@mkdir -p $(EVIDENCE_CASES)
+	@ls $(EVIDENCE_CASES)/busybox_1.37.0-*.dsc >/dev/null 2>&1 || \
+	  (cd $(EVIDENCE_CASES) && apt-get source -qq --download-only busybox=$(DEBIAN_BUSYBOX) >/dev/null)
+	@[ -z "$(CASES_SRC)" ] || ls $(CASES_DIR)/busybox_1.35.0.orig.tar.* >/dev/null 2>&1 || $(MAKE) cases
+	@cp -n $(CASES_DIR)/busybox_1.35.0.orig.tar.* $(EVIDENCE_CASES)/ 2>/dev/null || true
+	PYTHONPATH=$(CURDIR)/shared $(BIN)/python tests/helpers/busybox_debian.py --cache $(EVIDENCE_CASES) \
+	  --sources $(EVIDENCE_CASES) --mirror $(BUSYBOX_MIRROR) --w32 $(BUSYBOX_W32)
 
 # Review evidence on the kernel drop (issue 24): the evidence step's A/B, manifest sizes, packs against a
 # second read of the tarball (bench-out/evidence-kernel/); builds the kernel case as bench-linux does.

@@ -56,6 +56,7 @@ ENABLED_BY = (
     ("make package", "make package"),
     ("make cases", "make cases"),
     ("make firmware-cases", "make firmware-cases"),
+    ("make evidence-cases", "make evidence-cases"),
     ("make firmware-tools", "make firmware-tools"),
     ("make awscli", "make awscli"),
     ("chromium", "make browser"),

@@ -366,3 +366,74 @@ def test_reverts_are_named_flagged_and_kept_in_review_and_a_lone_line_elsewhere_
     # what the patch series says of r.c, beside the content's answer
     [said] = ev["r.c"]["patches"]
     assert (said["patch"], said["states_reverts"]) == ("revert-fix.patch", [fix])
+
+
+def test_a_commit_dated_before_its_parent_is_still_after_it_when_a_revert_is_named(tmp_path: Path) -> None:
+    """Before and after by ancestry: upstream's removal of a block was made on a branch with a date
+    before the block was added (a rebased or imported commit), then merged into 1.0. A drop putting the
+    block back reverts that removal; ordered by date, the removal came "before" the block existed and
+    the commit undone could not be told."""
+    repo = tmp_path / "foo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    same: dict[str, bytes] = {f"same{n}.c": text(source(f"same{n}")) for n in range(8)}
+    commit(repo, {"LICENSE": LICENCE, "s.c": text(C0), **same}, "Initial import", "2001-01-01")
+    block = ["#ifdef HAVE_LINUX\n", "\tsetup_linux(fd, flags | LINUX_ONLY);\n", "#endif\n"]
+    with_block = [*C0[:20], *block, *C0[20:]]
+    commit(repo, {"s.c": text(with_block)}, "s: set up linux", "2001-03-01")
+    git(repo, "checkout", "-q", "-b", "side")
+    # the block removed together with a change to the line before it: no exact opposite in the index
+    reworked = [*C0[:19], "int c_19(void) { return 19 + 0; }\n", *C0[20:]]
+    removal = commit(repo, {"s.c": text(reworked)}, "s: no linux setup any more", "1999-06-01")
+    git(repo, "checkout", "-q", "master")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge side", "side", date="2001-04-01T00:00:00Z")
+    git(repo, "tag", "1_0")
+    assert git(repo, "show", "-s", "--format=%cI", removal).startswith("1999")
+    back = [*reworked[:20], *block, *reworked[20:]]
+    tree = {"LICENSE": LICENCE, "s.c": text(back), **same}
+    m = scan_with_history(repo, tar_drop(tmp_path, tree))
+    ev = by_path(m)["s.c"]["evidence"]
+    assert (ev["base"]["version"], ev["base"].get("commit")) == ("1.0", None)
+    assert [(h["origin"], (h.get("reverts") or {}).get("commit")) for h in ev["hunks"]] == [
+        ("revert", removal)
+    ]
+    assert ev["reverts"][0]["subject"] == "s: no linux setup any more"
+
+
+def test_a_change_made_before_a_rename_is_found_at_the_path_the_file_had(tmp_path: Path) -> None:
+    """Renames recorded at ingest: upstream removed a block from old.c, then renamed old.c to new.c,
+    then released 1.0. A drop putting the block back into new.c reverts the removal, which the hunk
+    index holds at old.c; the file's earlier states are old.c's."""
+    repo = tmp_path / "foo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    same: dict[str, bytes] = {f"same{n}.c": text(source(f"same{n}")) for n in range(8)}
+    block = ["#ifdef HAVE_LINUX\n", "\tsetup_linux(fd, flags | LINUX_ONLY);\n", "#endif\n"]
+    with_block = [*C0[:20], *block, *C0[20:]]
+    commit(repo, {"LICENSE": LICENCE, "old.c": text(with_block), **same}, "Initial import", "2001-01-01")
+    removal = commit(repo, {"old.c": text(C0)}, "old: no linux setup any more", "2001-02-01")
+    git(repo, "mv", "old.c", "new.c")
+    git(repo, "commit", "-q", "-m", "rename old.c to new.c", date="2001-03-01T00:00:00Z")
+    git(repo, "tag", "1_0")
+    tree = {"LICENSE": LICENCE, "new.c": text(edit(with_block, 50, "int c_47(void) { return 0; }\n")), **same}
+    m = scan_with_history(repo, tar_drop(tmp_path, tree))
+    ev = by_path(m)["new.c"]["evidence"]
+    assert (ev["base"]["version"], ev["base"]["path"]) == ("1.0", "new.c")
+    assert [(h["origin"], (h.get("reverts") or {}).get("commit")) for h in ev["hunks"]] == [
+        ("revert", removal),
+        ("vendor", None),
+    ]
+    with embedded() as es:  # what the ingest recorded of the rename, in both paths' shards
+        content = ContentStore(es.client.s3, es.names.upstream_bucket)
+        ingest_git(
+            GitRepo(str(repo / ".git")),
+            "foo",
+            es.client.db,
+            Releases(es.client.s3, es.names.upstream_bucket),
+            content,
+            GitIngestOptions(history=True),
+        )
+        shards = content.shards("foo", "history", range(64)).values()
+        moved = [e for s in shards for e in (s.get("renamed_from") or {}).get("new.c", ())]
+        back = [e for s in shards for e in (s.get("renamed_to") or {}).get("old.c", ())]
+    assert [e[0] for e in moved] == ["old.c"] and [e[0] for e in back] == ["new.c"]

@@ -396,6 +396,35 @@ def test_a_single_line_is_upstream_only_where_the_commit_put_it() -> None:
 
 
 def test_common_lines_are_common_and_a_specific_line_is_not() -> None:
-    assert all(common(x, {}) for x in (b"#endif\n", b"}\n", b"\tdepends on FOO\n", b"//config:\tselect X\n"))
+    assert all(
+        common(x, {})
+        for x in (b"#endif\n", b"#if 0\n", b"}\n", b"\tdepends on FOO\n", b"//config:\tselect X\n")
+    )
     assert not common(b"\tsetup_linux();\n", {})
     assert common(b"\tsetup_linux();\n", {b"setup_linux();": 3})  # recurring in the file
+
+
+def test_a_lone_line_added_is_a_revert_only_where_the_commit_removed_it_from() -> None:
+    # util-linux/mount.c in Debian's 1.37.0-6: a patch adds `#if 0` inside a function; upstream's commit
+    # of 2000 removed an `#if 0` from the same file, elsewhere (its context long gone): no revert. A
+    # line that says nothing alone (`#if 0`, as `#endif`) undoes a commit only where its context was
+    old_era = lines_of(C_LINES[:5], [b"#if 0\n"], C_LINES[5:30])
+    cleanup = pub(1, "0.46", "Use BB_FEATURE_CLEAN_UP where appropriate")
+    then = lines_of(C_LINES[:30])
+    release = lines_of(C_LINES)
+    index = index_of("x.c", [(cleanup, old_era, then)])
+    history = StatesOf(
+        [(pub(0, "0.43", "import"), old_era), (cleanup, then), (pub(2, "1.0", "grow"), release)]
+    )
+    base = {"version": "1.0", "path": "x.c"}
+    drop = lines_of(C_LINES[:20], [b"#if 0\n"], C_LINES[20:])
+    ev = evidence_of(
+        Candidate(base, diff(release, drop)), index, None, new=drop, old=release, history=history
+    )
+    assert [h["origin"] for h in ev["hunks"]] == ["vendor"] and "reverts" not in ev
+    # the same line put back where the commit took it from: a revert of that commit
+    back = lines_of(C_LINES[:5], [b"#if 0\n"], C_LINES[5:])
+    ev = evidence_of(
+        Candidate(base, diff(release, back)), index, None, new=back, old=release, history=history
+    )
+    assert [(h["origin"], h["reverts"]["commit"]) for h in ev["hunks"]] == [("revert", cleanup.commit)]

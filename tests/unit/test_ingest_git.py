@@ -511,7 +511,7 @@ def test_blobs_hashed_by_the_worker_or_the_walk_make_one_database(tmp_path: Path
         [shard] = [
             v for v in content.shards(package, "history", range(SHARDS)).values() if "a.c" in v["paths"]
         ]
-        where = {r[0]: tuple(r[3:]) for r in shard["paths"]["a.c"]}
+        where = {r[0]: tuple(r[3:6]) for r in shard["paths"]["a.c"]}
         assert set(content.blobs(where).values()) == {s for i, s in enumerate(states) if i not in (0, 8)}
 
 

@@ -31,8 +31,8 @@ CONTEXT_CHECK = 3
 #: a line recurring this often in the base file is common there: alone it cites nothing
 REPEATED = 3
 _COMMON = re.compile(
-    rb"^\s*(?:[{}()\[\];,]*|#\s*(?:endif|else|include)\b.*|(?://config:)?\s*(?:depends on|select|default"
-    rb"|help)\b.*|(?:break|continue|return(?: -?[01])?);)\s*$"
+    rb"^\s*(?:[{}()\[\];,]*|#\s*(?:endif|else|include)\b.*|#\s*if\s+[01]\b.*"
+    rb"|(?://config:)?\s*(?:depends on|select|default|help)\b.*|(?:break|continue|return(?: -?[01])?);)\s*$"
 )
 #: revisions of a path (besides the release's own) a base is chosen among, nearest in time first
 MAX_CANDIDATES = 24
@@ -82,7 +82,7 @@ def holds(state: Sequence[bytes], block: Sequence[bytes]) -> bool:
 
 def common(line: bytes, counts: Mapping[bytes, int]) -> bool:
     """A line that alone says nothing of where a change came from: blank, a brace, ``#endif``,
-    ``depends on X``, or one recurring in the file."""
+    ``#if 0``, ``depends on X``, or one recurring in the file."""
     bare = normal_line(line).strip()
     return bool(_COMMON.match(bare)) or counts.get(bare, 0) >= REPEATED
 
@@ -159,8 +159,10 @@ class _Checks:
         return out
 
     def undoes(self, h: Hunk, pub: Published) -> bool:
-        """Whether ``h`` undoes ``pub``'s opposite change: at once when its lines are not common (the
-        commit's lines brought back, wherever they land), else where the context is as before it."""
+        """Whether ``h`` undoes ``pub``'s opposite change: at once when its lines are not all common (the
+        commit's lines brought back, wherever they land: Debian puts ``CONFIG_PLATFORM_LINUX=y`` back at
+        another line of a defconfig), else only where the drop's context is as it was before the
+        commit (a lone ``#if 0`` added is no revert of a 2000 commit that removed one elsewhere)."""
         return not all(common(x, self.counts) for x in (*h.removed, *h.added)) or self.fits(
             h, "before", pub, strict=False
         )
@@ -186,6 +188,7 @@ def origins(
     new: bytes | None = None,
     old: bytes | None = None,
     history: History | None = None,
+    aliases: Sequence[str] = (),
 ) -> list[Origin]:
     """Each hunk's origin in a file diffed against ``base`` (``old``; the drop's file is ``new``):
 
@@ -194,20 +197,23 @@ def origins(
       the base holds made and a later one undid (the one cited, found in ``history``);
     - ``vendor`` otherwise. A one-line or common-lines hunk is cited only where the commit's state
       holds it with the drop's context lines (``history``; without it, never).
+
+    A change is looked for at the base's path and at ``aliases``, the paths its file was renamed from
+    or to (a commit before a rename made its change at the old path).
     """
     checks = _Checks(new, old, history)
-    path = base["path"]
+    paths = [base["path"], *aliases]
     out: list[Origin] = []
     for h in hunks:
         if h.noise:
             out.append(Origin(NOISE))
             continue
-        pubs = index.get(h.fingerprint(path), ())
+        pubs = [p for path in paths for p in index.get(h.fingerprint(path), ())]
         later = next((p for p in pubs if not held(p, base) and checks.fits(h, "after", p)), None)
         if later is not None:
             out.append(Origin(UPSTREAM, later))
             continue
-        opposite = index.get(fingerprint(path, h.added, h.removed), ())
+        opposite = [p for path in paths for p in index.get(fingerprint(path, h.added, h.removed), ())]
         undone = next((p for p in opposite if checks.undoes(h, p)), None)
         if undone is not None:
             out.append(Origin(REVERT, undone))
@@ -333,10 +339,11 @@ def evidence_of(
     old: bytes | None = None,
     history: History | None = None,
     nearest: Mapping[str, Any] | None = None,
+    aliases: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The manifest's ``evidence`` object for a file diffed against ``chosen`` (see :func:`origins`)."""
     hunks: list[dict[str, Any]] = []
-    found = origins(chosen.hunks, index, chosen.base, new=new, old=old, history=history)
+    found = origins(chosen.hunks, index, chosen.base, new=new, old=old, history=history, aliases=aliases)
     reverts: list[dict[str, Any]] = []
     for h, o in zip(chosen.hunks, found, strict=True):
         entry: dict[str, Any] = {

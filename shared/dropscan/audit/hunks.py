@@ -176,14 +176,17 @@ class Published:
     release: str | None
     date: str | None = None
     subject: str | None = None
+    #: its place in the ingested history, parents first (None: stored before it was numbered)
+    seq: int | None = None
 
     @classmethod
     def from_json(cls, raw: Sequence[Any]) -> Published:
-        commit, release, date, subject = (list(raw) + [None] * 4)[:4]
-        return cls(str(commit), release, date, subject)
+        commit, release, date, subject, seq = (list(raw) + [None] * 5)[:5]
+        return cls(str(commit), release, date, subject, None if seq is None else int(seq))
 
     def to_json(self) -> list[Any]:
-        return [self.commit, self.release, self.date, self.subject]
+        out = [self.commit, self.release, self.date, self.subject]
+        return out if self.seq is None else [*out, self.seq]
 
 
 #: fingerprint -> the commits that published that change, earliest first

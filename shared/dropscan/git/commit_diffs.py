@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pygit2
-from pygit2.enums import DeltaStatus, DiffOption
+from pygit2.enums import DeltaStatus, DiffFind, DiffOption
 
 from dropscan.archive.digest import digest_bytes
 from dropscan.audit.hunks import Published, diff
@@ -51,10 +51,18 @@ class CommitChanges:
     #: packed or None, bytes); and (blob id, path) of those this copy lacks
     blobs: list[tuple[str, list[str], Location | None, int]] = field(default_factory=list)
     missing: list[tuple[str, str]] = field(default_factory=list)
+    renames: list[tuple[str, str]] = field(default_factory=list)  # (old path, new path) it renamed
 
 
-#: a delta of a commit against its parent: (status, path, blob, mode, old blob, old mode)
-Delta = tuple[DeltaStatus, str, str, int, str, int]
+#: a delta of a commit against its parent: (status, path, blob, mode, old blob, old mode, old path)
+Delta = tuple[DeltaStatus, str, str, int, str, int, str]
+#: the statuses of a delta whose new side is a file the commit brings
+BRINGS = (DeltaStatus.ADDED, DeltaStatus.MODIFIED, DeltaStatus.RENAMED)
+#: a rename is a deleted and an added file at least this similar (git's own default, 50 %)
+RENAME_THRESHOLD = 50
+#: added x deleted files of one commit past which no rename is looked for (libgit2 compares each pair:
+#: a tree reorganised wholesale is left as adds and deletes; git's diff.renameLimit is 1,000)
+RENAME_LIMIT = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +84,20 @@ def tree_changes(repo: GitRepo, commit: pygit2.Commit) -> TreeChanges:
         try:
             # the binary check reads blobs, and nothing here asks a delta's flags
             diff = repo.repo.diff(commit.parents[0], commit, flags=DiffOption.SKIP_BINARY_CHECK)
+            _renames(diff)
             # each DiffFile asked of a delta is a new object: taken once
             sides = [(d.status, d.new_file, d.old_file) for d in diff.deltas]
             deltas: list[Delta] = [
-                (status, new.path, str(new.id), new.mode, str(old.id), old.mode) for status, new, old in sides
+                (status, new.path, str(new.id), new.mode, str(old.id), old.mode, old.path)
+                for status, new, old in sides
             ]
         except (pygit2.GitError, KeyError, ValueError):
             pass  # an object this copy lacks: the whole tree, as far as it has it
         else:
             files = [
                 (path, blob)
-                for status, path, blob, mode, _, _ in deltas
-                if status in (DeltaStatus.ADDED, DeltaStatus.MODIFIED) and mode != LINK and mode != GITLINK
+                for status, path, blob, mode, *_ in deltas
+                if status in BRINGS and mode != LINK and mode != GITLINK
             ]
             return TreeChanges(seen, files, deltas if len(commit.parents) == 1 else None)
     try:
@@ -96,6 +106,20 @@ def tree_changes(repo: GitRepo, commit: pygit2.Commit) -> TreeChanges:
         repo.missing_trees.add(str(commit.tree_id))
         entries = []
     return TreeChanges(seen, [(e.path, e.blob) for e in entries if not e.link], None)
+
+
+def _renames(diff: pygit2.Diff) -> None:
+    """Deleted and added files of ``diff`` paired as renames (libgit2's find_similar, as git diff -M),
+    only where the commit both adds and deletes files, and not too many (:data:`RENAME_LIMIT`): the
+    pairs' contents are read and compared, and most commits change files in place."""
+    added = deleted = 0
+    for d in diff.deltas:
+        added += d.status == DeltaStatus.ADDED
+        deleted += d.status == DeltaStatus.DELETED
+    if added and deleted and added * deleted <= RENAME_LIMIT * RENAME_LIMIT:
+        diff.find_similar(
+            flags=DiffFind.FIND_RENAMES, rename_threshold=RENAME_THRESHOLD, rename_limit=RENAME_LIMIT
+        )
 
 
 @dataclass
@@ -173,13 +197,15 @@ def changes_of(
     if tree.deltas is None:
         return CommitChanges(seen.commit, published, [], [], diffed=False, failed=True)
     out = CommitChanges(seen.commit, published, [], [])
-    for status, path, blob, mode, old_blob, old_mode in tree.deltas:
-        if status not in (DeltaStatus.ADDED, DeltaStatus.MODIFIED) or mode == LINK:
+    for status, path, blob, mode, old_blob, old_mode, old_path in tree.deltas:
+        if status not in BRINGS or mode == LINK:
             continue
         out.revisions.append((path, blob))
+        if status == DeltaStatus.RENAMED:
+            out.renames.append((old_path, path))
         if mode == GITLINK:
             continue
-        if status != DeltaStatus.MODIFIED or old_mode == LINK:
+        if status == DeltaStatus.ADDED or old_mode == LINK or old_blob == blob:
             if work is not None and work.wants(blob):
                 work.hash(blob, path, recent.read(repo, blob), out)
             continue

@@ -147,7 +147,10 @@ class Diffs:
     split: DiffSplit | None = None  # the last commits' diffs, shared (None: the worker diffs all)
     #: fingerprint (path, lines) -> the commits publishing it (Published.to_json()), earliest first
     hunks: dict[str, list[list[Any]]] = field(default_factory=dict)
-    revisions: dict[str, list[list[Any]]] = field(default_factory=dict)  # path -> [[sha256, commit, date]]
+    #: path -> [[sha256, commit, date, place in the history]]
+    revisions: dict[str, list[list[Any]]] = field(default_factory=dict)
+    #: the paths renamed: (old path, new path, commit, date, place in the history), parents first
+    renames: list[list[Any]] = field(default_factory=list)
     diffs: int = 0
     diffed_here: int = 0  # of them, by the walk (:class:`DiffSplit`)
     failed: int = 0
@@ -193,7 +196,7 @@ class Diffs:
                 self._come[place] = change
         self.taken = []
         while self.folded in self._come:
-            self._fold(self._come.pop(self.folded), self._run)
+            self._fold(self._come.pop(self.folded), self._run, self.folded)
             self.folded += 1
 
     def trees(self, repo: GitRepo) -> Iterator[tuple[str, str, str, list[tuple[str, str]]]]:
@@ -272,17 +275,23 @@ class Diffs:
         self.feed.close()
         self.waited = time.perf_counter() - mark
         for place in sorted(self._come):  # a worker that ended early: what came, in order
-            self._fold(self._come.pop(place), self._run)
+            self._fold(self._come.pop(place), self._run, place)
 
-    def _fold(self, change: CommitChanges, run: Run) -> None:
+    def _fold(self, change: CommitChanges, run: Run, place: int) -> None:
+        """One commit's changes into the index and the revisions, numbered by its place in the history
+        (earlier runs' commits first, then the walk's, parents first): review evidence tells before
+        from after by that number, as a commit's date may be older than its parent's."""
         self.diffs += change.diffed
         self.failed += change.failed
         commit, date = change.published[0], change.published[2]
+        seq = run.history_commits + place
+        published = [*change.published[:4], seq]
         for path, blob in change.revisions:
             known = run.blobs.get(blob)
             if known is not None:
-                self.revisions.setdefault(path, []).append([known[0], commit, date])
+                self.revisions.setdefault(path, []).append([known[0], commit, date, seq])
+        self.renames.extend([old, new, commit, date, seq] for old, new in change.renames)
         for fp in change.hunks:
             cited = self.hunks.setdefault(fp, [])
-            if len(cited) < MAX_PUBLISHED and change.published not in cited:
-                cited.append(change.published)  # parents first: the earliest first
+            if len(cited) < MAX_PUBLISHED and published not in cited:
+                cited.append(published)  # parents first: the earliest first

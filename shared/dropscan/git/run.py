@@ -39,6 +39,9 @@ class Run:
     #: blobs this copy lacked (named again by every later run, read again when met again)
     tags_done: dict[str, str] = field(default_factory=dict)
     history_tips: list[str] = field(default_factory=list)
+    #: commits earlier runs walked: this run's are numbered on from it, parents first (the order of
+    #: ancestry that review evidence tells before from after by; dates lie)
+    history_commits: int = 0
     known_missing: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
@@ -56,6 +59,7 @@ class Run:
         run.known_missing = state.get("missing", {})
         run.tags_done = state.get("tags", {})
         run.history_tips = state.get("history_tips", [])
+        run.history_commits = int(state.get("history_commits", 0))
         return run
 
     def new_tags(self, tags: list[Tag]) -> list[Tag]:
@@ -66,13 +70,15 @@ class Run:
         """The blobs this copy lacks, known before or met now, and their paths."""
         return {b: p for b, p in {**self.known_missing, **self.missing}.items() if b not in self.blobs}
 
-    def state(self, package: str, new_tags: list[Tag], tips: list[str]) -> dict[str, Any]:
-        """The git state this run leaves: the next run goes on from it."""
+    def state(self, package: str, new_tags: list[Tag], tips: list[str], walked: int = 0) -> dict[str, Any]:
+        """The git state this run leaves (``walked``: the commits of the history it walked): the next
+        run goes on from it."""
         return {
             "format": STATE_FORMAT,
             "package": package,
             "tags": {**self.tags_done, **{t.name: t.commit for t in new_tags}},
             "history_tips": tips,
+            "history_commits": self.history_commits + walked,
             "blobs": self.blobs,
             "content": _where_json(self.where),
             "sketches": self.sketches,

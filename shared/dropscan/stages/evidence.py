@@ -24,6 +24,8 @@ from dropscan.store.services import Services
 
 #: the classes whose files get evidence (modified in full; the noise classes briefly)
 _NOISE_CLASSES = ("vcs-keywords", "whitespace")
+#: other paths (renames, either way) a file's history is followed to
+MAX_ALIASES = 8
 
 
 @dataclass
@@ -36,6 +38,37 @@ class _Component:
     revisions: dict[str, list[list[Any]]] = field(default_factory=dict)
     history: bool = False
     match_pct: float = 100.0
+    #: path -> the renames of the file at it, either way: (other path, "from" | "to", place in the history)
+    moves: dict[str, list[tuple[str, str, int | None]]] = field(default_factory=dict)
+
+    def aliases(self, path: str) -> list[str]:
+        """The other paths of the file at ``path``: the ones it was renamed from or to, transitively
+        (within :data:`MAX_ALIASES`)."""
+        seen, todo = [path], [path]
+        while todo and len(seen) <= MAX_ALIASES:
+            for other, _way, _seq in self.moves.get(todo.pop(0), ()):
+                if other not in seen:
+                    seen.append(other)
+                    todo.append(other)
+        return seen[1 : MAX_ALIASES + 1]
+
+    def lineage(self, path: str) -> list[list[Any]]:
+        """The revisions of the file at ``path`` and of its renamed-from paths before each rename and
+        renamed-to paths after it (a path renamed away and later made again is another file)."""
+        out = list(self.revisions.get(path, []))
+        seen = {path}
+        todo = [path]
+        while todo and len(seen) <= MAX_ALIASES:
+            for other, way, seq in self.moves.get(todo.pop(0), ()):
+                if other in seen:
+                    continue
+                seen.add(other)
+                todo.append(other)
+                for r in self.revisions.get(other, []):
+                    place = r[6] if len(r) > 6 else None
+                    if seq is None or place is None or (place <= seq if way == "from" else place >= seq):
+                        out.append(r)
+        return out
 
     @property
     def snapshot(self) -> bool:
@@ -163,7 +196,14 @@ def add_evidence(
         patch = hunks.patch_text(old, new, chosen.base["path"])
         history = _PathHistory(pre.store, comp, chosen.base, index) if comp.history else None
         f["evidence"] = hunk_origins.evidence_of(
-            chosen, index, patch, new=new, old=old, history=history, nearest=nearest
+            chosen,
+            index,
+            patch,
+            new=new,
+            old=old,
+            history=history,
+            nearest=nearest,
+            aliases=comp.aliases(chosen.base["path"]) if comp.history else (),
         )
         f["evidence"]["base_rule"] = "nearest" if snapshot else "release"
         if snapshot:
@@ -200,11 +240,32 @@ def _components(svc: Services, store: ContentStore, manifest: Mapping[str, Any])
         comp.history = bool(store.meta(c["package"]).get("history"))
         if comp.history:
             mine = [f for f in manifest["files"] if f.get("component") == c["prefix"] and f.get("base")]
-            paths = {f["base"]["path"] for f in mine}
-            for shard in store.shards(c["package"], "history", {path_shard(p) for p in paths}).values():
-                comp.revisions.update((p, shard["paths"][p]) for p in paths if p in shard.get("paths", {}))
+            _read_history(store, comp, {f["base"]["path"] for f in mine})
         out[c["prefix"]] = comp
     return out
+
+
+def _read_history(store: ContentStore, comp: _Component, paths: set[str]) -> None:
+    """The revisions of ``paths`` and of the paths their files were renamed from or to (a few rounds
+    of shard reads: each round reads the shards of the renames the last one found)."""
+    todo, asked = set(paths), set()
+    for _round in range(3):
+        if not todo:
+            return
+        asked |= todo
+        shards = store.shards(comp.package, "history", {path_shard(p) for p in todo})
+        found: set[str] = set()
+        for p in todo:
+            shard = shards.get(path_shard(p)) or {}
+            if p in shard.get("paths", {}):
+                comp.revisions[p] = shard["paths"][p]
+            for key, way in (("renamed_from", "from"), ("renamed_to", "to")):
+                for other, _commit, _date, *seq in (shard.get(key) or {}).get(p, ()):
+                    move = (other, way, seq[0] if seq else None)
+                    if move not in comp.moves.setdefault(p, []):
+                        comp.moves[p].append(move)
+                    found.add(other)
+        todo = found - asked
 
 
 def _named(comp: _Component, base: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -237,17 +298,19 @@ def _states(
     comp: _Component, base: Mapping[str, Any], named: dict[str, Any]
 ) -> list[tuple[dict[str, Any], Location]]:
     """The upstream states the file may come from: the release's own, then (with a history) the
-    revisions of its path nearest in time to the release's, each with where its content lies."""
+    revisions of its path nearest the release's in the history's order, each with where its content lies."""
     out: list[tuple[dict[str, Any], Location]] = []
     if base["sha256"] in comp.where:
         out.append((named, comp.where[base["sha256"]]))
     revs = comp.revisions.get(base["path"], [])
     if not revs:
         return out
-    at = next((r[2] for r in revs if r[0] == base["sha256"]), None) or max(r[2] for r in revs)
-    nearest = sorted(revs, key=lambda r: abs(_seconds(r[2]) - _seconds(at)))
+    when = _order(revs)
+    at = next((when(r) for r in revs if r[0] == base["sha256"]), None)
+    at = max(map(when, revs)) if at is None else at
+    nearest = sorted(revs, key=lambda r: abs(when(r) - at))
     seen = {base["sha256"]}
-    for sha, commit, _date, key, off, n in nearest:
+    for sha, commit, _date, key, off, n in (r[:6] for r in nearest):
         if sha in seen:
             continue
         seen.add(sha)
@@ -323,6 +386,19 @@ def _seconds(date: str) -> float:
     return datetime.fromisoformat(date.replace("Z", "+00:00")).timestamp()
 
 
+def _numbered(revs: list[list[Any]]) -> bool:
+    """Whether the revisions carry their commit's place in the history (ingests since issue 36)."""
+    return bool(revs) and all(len(r) > 6 for r in revs)
+
+
+def _order(revs: list[list[Any]]) -> Any:
+    """What orders a path's revisions as the history does: the place of their commit, parents first
+    (ancestry: a commit merged late may bear an old date); revisions stored before, by date."""
+    if _numbered(revs):
+        return lambda r: float(r[6])
+    return lambda r: _seconds(r[2])
+
+
 def _diff_all(
     store: ContentStore,
     jobs: list[tuple[dict[str, Any], _Component, list[Candidate]]],
@@ -339,12 +415,12 @@ def _diff_all(
                 continue
             c.hunks = hunks.diff(old, new)
             if comp.history:
-                path = c.base["path"]
                 keys = asked.setdefault(comp.package, set())
-                for h in c.hunks:
-                    key = h.key(path)
-                    if key is not None:  # the change, and its opposite (a revert's)
-                        keys.update((key, fingerprint(path, h.added, h.removed)))
+                for path in (c.base["path"], *comp.aliases(c.base["path"])):
+                    for h in c.hunks:
+                        key = h.key(path)
+                        if key is not None:  # the change, and its opposite (a revert's)
+                            keys.update((key, fingerprint(path, h.added, h.removed)))
     index: dict[str, list[Published]] = {}
     for package, fps in asked.items():
         shards = store.shards(package, "hunks", {hunk_shard(fp) for fp in fps})
@@ -360,12 +436,14 @@ class _PathHistory:
     :func:`hunk_origins.origins` ask for them (:class:`hunk_origins.History`).
 
     ingest-git stores each state of a path once, with the first commit making it, so a commit that
-    brings back an earlier state has no revision of its own: its states are found by time.
+    brings back an earlier state has no revision of its own: its states are found by its place in the
+    history (parents first: an ancestor's states always come before; date only for data stored before
+    places were recorded).
     """
 
-    #: states read to find the commit that undid a change (a bisection by time)
+    #: states read to find the commit that undid a change (a bisection in the history's order)
     MAX_READS = 24
-    #: states nearest a commit in time looked at when the commit's own is not stored
+    #: states nearest a commit in the history's order looked at when the commit's own is not stored
     NEAR = 3
 
     def __init__(
@@ -376,22 +454,28 @@ class _PathHistory:
         index: dict[str, list[Published]],
     ) -> None:
         self.store, self.comp, self.path, self.index = store, comp, base["path"], index
-        self.revs = sorted(comp.revisions.get(self.path, []), key=lambda r: r[2])
+        revs = comp.lineage(self.path)
+        self.paths = [self.path, *comp.aliases(self.path)]
+        self.numbered = _numbered(revs)
+        self.revs = sorted(revs, key=_order(revs))
         self.place = {r[1]: i for i, r in enumerate(self.revs)}
         #: the base's own state: a change the base lacks was undone before it
         self.base_at = next((i for i, r in enumerate(self.revs) if r[0] == base["sha256"]), None)
         self._read: dict[str, bytes | None] = {}
 
     def _content(self, i: int) -> bytes | None:
-        sha, _commit, _date, key, off, n = self.revs[i]
+        sha, _commit, _date, key, off, n = self.revs[i][:6]
         if sha not in self._read:
             self._read[sha] = self.store.blobs({sha: (key, off, n)}).get(sha)
         return self._read[sha]
 
     def _at(self, pub: Published) -> int:
-        """The place of ``pub``'s state, or where its date falls among the states."""
+        """The place of ``pub``'s state, or where its place in the history (else its date) falls among
+        the states."""
         if pub.commit in self.place:
             return self.place[pub.commit]
+        if self.numbered and pub.seq is not None:
+            return bisect.bisect_right([r[6] for r in self.revs], pub.seq)
         return bisect.bisect_right([r[2] for r in self.revs], pub.date or "")
 
     def states(self, pub: Published, side: str) -> list[bytes]:
@@ -404,7 +488,8 @@ class _PathHistory:
         return [c for c in map(self._content, picks) if c is not None]
 
     def undone_by(self, pub: Published, present: Any) -> Published | None:
-        """The first state after ``pub``'s (by time, up to the base's) that ``present`` is false of."""
+        """The first state after ``pub``'s (in the history's order, up to the base's) that ``present``
+        is false of."""
         if pub.commit not in self.place:
             return None
         return self._first_absent(self.place[pub.commit], present)
@@ -422,7 +507,7 @@ class _PathHistory:
 
     def _first_absent(self, lo: int, present: Any) -> Published | None:
         """The first state after ``lo`` (present) that ``present`` is false of, up to the base's: the
-        next ones in time first (states of side branches interleave by date), then a bisection."""
+        next ones first (states of side branches interleave), then a bisection."""
         hi = self.base_at if self.base_at is not None and self.base_at > lo else len(self.revs) - 1
         for i in range(lo + 1, min(hi, lo + self.MAX_READS) + 1):
             state = self._content(i)
@@ -458,7 +543,8 @@ class _PathHistory:
         _sha, commit, date, *_ = self.revs[i]
         new = self._content(i) or b""
         for j in parents[: self.NEAR]:
-            keys = [k for h in hunks.diff(self._content(j) or b"", new) if (k := h.key(self.path))]
+            changed = hunks.diff(self._content(j) or b"", new)
+            keys = [k for h in changed for p in self.paths if (k := h.key(p))]
             missing = {k for k in keys if k not in self.index}
             if missing:
                 shards = self.store.shards(self.comp.package, "hunks", {hunk_shard(k) for k in missing})

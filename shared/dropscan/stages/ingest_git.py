@@ -345,7 +345,7 @@ def _store_evidence(
     if changes is None:
         return out
     merge_hunks(content, package, changes.hunks)
-    merge_revisions(content, package, changes.revisions, run.where)
+    merge_revisions(content, package, changes.revisions, run.where, changes.renames)
     if changes.diffs or changes.revisions:  # a run that walked nothing new leaves it as it is
         content.put_meta(package, {"history": True})
     return out | {
@@ -354,6 +354,7 @@ def _store_evidence(
         "diffs_failed": changes.failed,
         "waited_for_diffs_seconds": round(changes.waited, 3),
         "hunks": len(changes.hunks),
+        "renames": len(changes.renames),
     }
 
 
@@ -371,7 +372,7 @@ def _save_state(releases: Releases, package: str, run: Run, done: _Done) -> bool
     walked = done.walked
     changed = bool(done.new_tags or walked.first_commit or run.read) or walked.tips != run.history_tips
     if changed:
-        releases.put_git_state(package, run.state(package, done.new_tags, walked.tips))
+        releases.put_git_state(package, run.state(package, done.new_tags, walked.tips, len(walked.commits)))
     return changed
 
 

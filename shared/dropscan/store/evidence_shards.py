@@ -7,7 +7,7 @@ once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dropscan.audit.hunks import MAX_PUBLISHED, published_list
@@ -39,23 +39,40 @@ def merge_revisions(
     package: str,
     revisions: Mapping[str, list[list[Any]]],
     where: Mapping[str, Location],
+    renames: Sequence[Sequence[Any]] = (),
 ) -> None:
-    """``revisions`` (path -> [[sha256, commit, date]], earliest first) added to the package's history
-    shards with where each content lies: each state of a path once, with the commit that first made it;
-    a content not stored (binary, too big, missing) is left out."""
+    """``revisions`` (path -> [[sha256, commit, date, place in the history]], parents first) added to
+    the package's history shards as [sha256, commit, date, pack, offset, length, place]: each state of
+    a path once, with the commit that first made it; a content not stored (binary, too big, missing)
+    is left out.
+
+    ``renames`` ((old path, new path, commit, date, place), parents first) go into both paths' shards:
+    the new path's ``renamed_from`` and the old path's ``renamed_to`` lists, so that a file's states
+    before a rename and after it are found from either name."""
     by_shard: dict[int, dict[str, list[list[Any]]]] = {}
     for path, revs in revisions.items():
         by_shard.setdefault(path_shard(path), {})[path] = revs
+    moves: dict[int, list[tuple[str, str, list[Any]]]] = {}
+    for old_path, new_path, *when in renames:
+        moves.setdefault(path_shard(new_path), []).append(("renamed_from", new_path, [old_path, *when]))
+        moves.setdefault(path_shard(old_path), []).append(("renamed_to", old_path, [new_path, *when]))
+        by_shard.setdefault(path_shard(new_path), {})
+        by_shard.setdefault(path_shard(old_path), {})
     old = content.shards(package, "history", by_shard)
     merged: dict[int, Any] = {}
     for n, paths in by_shard.items():
-        into = (old.get(n) or {}).get("paths", {})
+        shard = old.get(n) or {}
+        into = shard.get("paths", {})
+        for kind, path, entry in moves.get(n, ()):
+            listed = shard.setdefault(kind, {}).setdefault(path, [])
+            if entry not in listed:
+                listed.append(entry)
         for path, revs in paths.items():
             listed = into.setdefault(path, [])
             have = {r[0] for r in listed}
-            for sha, c, t in revs:  # each state of a path once, with the commit that first made it
+            for sha, c, t, *seq in revs:  # each state of a path once, with the commit first making it
                 if sha not in have and sha in where:
-                    listed.append([sha, c, t, *where[sha]])
+                    listed.append([sha, c, t, *where[sha], *seq])
                     have.add(sha)
-        merged[n] = {"paths": into}
+        merged[n] = {**shard, "paths": into}
     content.put_shards(package, "history", merged)
