@@ -215,15 +215,19 @@ class watching:
 
 
 def scan_progress(scan: Scan | None) -> str:
-    """``unpacked 1 of 1 part: 2,835 files, 14.2 MB; looked up 1 of 1 chunk; triage 0 of 1 part``."""
+    """``unpacked 1 of 1 part: 2,835 files, 14.2 MB; looked up 1 of 1 chunk; triage 0 of 1 part``; while
+    parts walk, how far they have got (``unpacking: 12,345 files, 512.0 MB``)."""
     if scan is None:
         return "waiting for the unpack"
     opened = len(scan.parts_open) if scan.parts_open is not None else 1
     closed = len(scan.parts_closed) if scan.parts_open is not None else int(scan.chunks_total is not None)
-    if not closed:
-        return f"unpacking ({opened:,} part{'s' if opened != 1 else ''})"
-    said = [f"unpacked {closed:,} of {_n(opened, 'part')}: {_n(scan.members, 'file')}, "
-            f"{size_text(scan.unpacked_bytes)}"]  # fmt: skip
+    members, unpacked = scan.unpacked_so_far()
+    counts = f"{_n(members, 'file')}, {size_text(unpacked)}"
+    if closed < opened:
+        done = f" ({closed:,} of {opened:,} parts done)" if opened > 1 else ""
+        said = [f"unpacking{done}: {counts}" if members else f"unpacking ({_n(opened, 'part')})"]
+    else:
+        said = [f"unpacked {closed:,} of {_n(opened, 'part')}: {counts}"]
     if scan.chunks_total:
         said.append(f"looked up {scan.chunks_done:,} of {_n(scan.chunks_total, 'chunk')}")
     if scan.finalized_at:
