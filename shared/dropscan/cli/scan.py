@@ -106,7 +106,6 @@ def scan_drop(r: ScanRequest) -> int:
         for p in r.low_trust:
             client.set_trust(p, Trust.LOW)
         save_db_beside()
-        database = database_record(client, *where(r.endpoint_url, r.stack, r.data_dir))
         text = f"scanning {r.drop.name} ({size_text(r.drop.stat().st_size)})"
         with status(f"{text}: uploading…") as update:
             key, scan_id = client.upload_drop(r.drop, r.supplier, metadata=r.metadata)
@@ -117,7 +116,10 @@ def scan_drop(r: ScanRequest) -> int:
                 f"dropscan: no manifest for {key} within {r.timeout:.0f} s (scan {scan_id})", file=sys.stderr
             )
             return 1
-        manifest["database"] = database
+        # the stack named its endpoint or table; this command knows the data folder or the stack's name
+        kind, location = where(r.endpoint_url, r.stack, r.data_dir)
+        manifest["database"] = {**(manifest.get("database") or database_record(client)), "kind": kind}
+        manifest["database"]["location"] = location
         note = None
         if mailbox is not None:
             with status("waiting for the notification…"):
@@ -157,21 +159,11 @@ def _save_results(client: Any, manifest: dict[str, Any], manifest_out: Path | No
     return {"manifest": manifest_out, **dict(zip(names, reports, strict=True))}
 
 
-def database_record(client: Any, kind: str, location: str) -> dict[str, Any]:
-    """The upstream database a scan is answered from: where it is and what it held (``database``)."""
-    packages = client.db.packages()
-    return {
-        "kind": kind,
-        "location": location,
-        "table": client.names.upstream_table,
-        "packages": len(packages),
-        "releases": sum(len(p.versions) for p in packages.values()),
-        "held": {name: list(p.versions) for name, p in sorted(packages.items())[:DATABASE_NAMES]},
-    }
+def database_record(client: Any) -> dict[str, Any]:
+    """``database`` for a manifest of a stack that wrote none (deployed before finalize wrote it)."""
+    from dropscan.audit.manifest import database_entry
 
-
-#: packages named in a manifest's ``database.held`` (the counts are of them all)
-DATABASE_NAMES = 50
+    return database_entry("stack", "", client.names.upstream_table, client.db.packages())
 
 
 # ------------------------------------------------------------------ progress
