@@ -13,7 +13,8 @@ from typing import Any
 
 from dropscan.cli.common import UsageError, default_data_dir, progress, where
 from dropscan.keys import parse_archive_name
-from dropscan.models import Scan, Trust
+from dropscan.models import Trust
+from dropscan.scan_text import scan_progress, size_text
 
 
 @dataclass(frozen=True)
@@ -204,40 +205,6 @@ class watching:
             else:
                 self.update(f"{self.text}: {scan_progress(self.client.scans.get(self.scan_id))}, {elapsed}…")
         return False
-
-
-def scan_progress(scan: Scan | None) -> str:
-    """``unpacked 1 of 1 part: 2,835 files, 14.2 MB; looked up 1 of 1 chunk; triage 0 of 1 part``; while
-    parts walk, how far they have got (``unpacking: 12,345 files, 512.0 MB``)."""
-    if scan is None:
-        return "waiting for the unpack"
-    opened = len(scan.parts_open) if scan.parts_open is not None else 1
-    closed = len(scan.parts_closed) if scan.parts_open is not None else int(scan.chunks_total is not None)
-    members, unpacked = scan.unpacked_so_far()
-    counts = f"{_n(members, 'file')}, {size_text(unpacked)}"
-    if closed < opened:
-        done = f" ({closed:,} of {opened:,} parts done)" if opened > 1 else ""
-        said = [f"unpacking{done}: {counts}" if members else f"unpacking ({_n(opened, 'part')})"]
-    else:
-        said = [f"unpacked {closed:,} of {_n(opened, 'part')}: {counts}"]
-    if scan.chunks_total:
-        said.append(f"looked up {scan.chunks_done:,} of {_n(scan.chunks_total, 'chunk')}")
-    if scan.finalized_at:
-        parts = max(1, scan.triage_parts)
-        said.append(f"triage {len(scan.triage_done):,} of {_n(parts, 'part')}")
-    return "; ".join(said)
-
-
-def _n(count: int, word: str) -> str:
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
-
-
-def size_text(size: int) -> str:
-    """``2.5 MB``, ``812 bytes``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size:,} bytes"
 
 
 def add_scan_command(sub: Any, add_target: Callable[[argparse.ArgumentParser], None]) -> None:
