@@ -4,14 +4,21 @@ moved, and one line of what it found as it ends; nothing for an idle stack."""
 from __future__ import annotations
 
 import io
+import itertools
 import re
+import threading
 from pathlib import Path
 
+import pytest
+
+from dropscan.cli.scan import watching
 from dropscan.keys import ROOT
 from dropscan.local.embedded import EmbeddedStack
 from dropscan.local.scan_log import ScanLog
 from dropscan.models import Upload
+from dropscan.stages import unpack_send
 
+from helpers.builders import make_tar
 from helpers.flows import scan_and_wait
 
 
@@ -59,3 +66,38 @@ def test_a_finished_scan_is_one_line_of_its_counts(
         r" 1 missing; (less than a second|\d+ s|\d+ min \d+ s); e-mail eml/s\.eml",
         line,
     ), line
+
+
+def test_the_cli_status_line_shows_counts_during_one_long_unpack(
+    stack: EmbeddedStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a drop of 40 files, and a unpack that reports its counts every other file (a clock that
+    # moves a second at each reading) and, at its 20th reading, waits until the status line showed them
+    # (the embedded stack runs the invocation in the thread that waits for the scan)
+    drop = make_tar(tmp_path / "big.tar.gz", {f"src/f{i:02}.c": f"int f{i};\n".encode() for i in range(40)})
+    shown = threading.Event()
+    texts: list[str] = []
+
+    def update(text: str) -> None:
+        texts.append(text)
+        if "unpacking: " in text:
+            shown.set()
+
+    ticks = itertools.count()
+
+    def clock() -> float:
+        n = next(ticks)
+        if n == 20:
+            shown.wait(timeout=600)  # a guard against a hang, not a timing: the line comes or the test fails
+        return float(n)
+
+    monkeypatch.setattr(unpack_send, "CLOCK", clock)
+    _, scan_id = stack.client.upload_drop(drop, "acme")
+    # When `dropscan scan`'s status line watches the scan while the stack works
+    with watching(stack.client, "scanning big.tar.gz", update, scan_id):
+        manifest = stack.client.wait_manifest("acme", scan_id, timeout=120)
+    # Then, part-way through the one unpack invocation, it showed the files walked so far
+    assert manifest is not None and shown.is_set()
+    [first] = [t for t in texts if "unpacking: " in t][:1]
+    counts = re.search(r"unpacking: (\d+) files", first)
+    assert counts is not None and 0 < int(counts[1]) < 40, first

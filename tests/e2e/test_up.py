@@ -128,8 +128,8 @@ def test_up_logs_a_scan_not_its_invocations(tmp_path: Path, drop_archive: Path) 
     while not list(eml.glob("*.eml")) and time.monotonic() < deadline:
         time.sleep(0.2)
     [note] = list(eml.glob("*.eml"))
-    lines: list[str] = []
-    while not lines or "e-mail" not in lines[-1]:  # the scan's last line is printed with its e-mail
+    lines = [proc.stdout.readline().rstrip("\n")]
+    while lines[-1] and "e-mail" not in lines[-1]:  # the scan's last line is printed with its e-mail
         lines.append(proc.stdout.readline().rstrip("\n"))
     proc.terminate()
     out, err = proc.communicate(timeout=30)

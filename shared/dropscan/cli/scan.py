@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -170,7 +171,8 @@ def database_record(client: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------ progress
 class watching:
     """While the client waits on the stack, the scan's counts (or the time an ingest takes) on the status
-    line, looked up at most every REFRESH_S seconds."""
+    line every REFRESH_S seconds, looked up by a thread of its own: the embedded stack runs the functions
+    in this thread, and one long invocation (the kernel's unpack) holds it for minutes."""
 
     REFRESH_S = 0.5
 
@@ -182,29 +184,34 @@ class watching:
         scan_id: str | None = None,
     ) -> None:
         self.client, self.text, self.update, self.scan_id = client, text, update, scan_id
-        self._pump = client.pump
-        self._start = self._last = time.monotonic()
+        self._start = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="progress", daemon=True)
 
     def __enter__(self) -> watching:
-        def pump(done: Callable[[], bool], timeout: float) -> bool:
-            return bool(self._pump(lambda: self._look() or done(), timeout))
-
-        self.client.pump = pump
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.client.pump = self._pump
+        self._stop.set()
+        self._thread.join()
 
-    def _look(self) -> bool:
-        now = time.monotonic()
-        if now - self._last >= self.REFRESH_S:
-            self._last = now
-            elapsed = f"{now - self._start:.0f} s"
-            if self.scan_id is None:
-                self.update(f"{self.text}: {elapsed}…")
-            else:
-                self.update(f"{self.text}: {scan_progress(self.client.scans.get(self.scan_id))}, {elapsed}…")
-        return False
+    def _watch(self) -> None:
+        while not self._stop.wait(self.REFRESH_S):
+            try:
+                self.look()
+            except Exception:  # in-process moto changing the item as it was read: the next look will do
+                continue
+
+    def look(self) -> str:
+        """Show where the work is now; returns the text shown."""
+        elapsed = f"{time.monotonic() - self._start:.0f} s"
+        if self.scan_id is None:
+            text = f"{self.text}: {elapsed}…"
+        else:
+            text = f"{self.text}: {scan_progress(self.client.scans.get(self.scan_id))}, {elapsed}…"
+        self.update(text)
+        return text
 
 
 def add_scan_command(sub: Any, add_target: Callable[[argparse.ArgumentParser], None]) -> None:
