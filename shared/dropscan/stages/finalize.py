@@ -44,7 +44,7 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     with heap.building():  # a record and a file entry per member of the drop
         gathered = _gather(svc, scan)
         db = svc.upstream()
-        everything = db.packages()  # what the database held; the e-mail names it (``database``)
+        everything = db.held()  # what the database held; the e-mail names it (``database``)
         packages = _packages(everything, gathered.known)
         trust = {n: p.trust for n, p in packages.items()}
         files = [file_entry(rec, gathered.known, trust) for rec in gathered.records]
