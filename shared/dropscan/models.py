@@ -293,6 +293,14 @@ class Scan:
     pending: str | None = None  # "open" until the scan has its manifest
     triage_parts: int = 0  # invocations triage was fanned out to (0: one, the usual case)
     triage_done: AbstractSet[str] = frozenset()  # the triage parts counted done
+    # part -> (archive members, member bytes) its walk had got to when it last said, while it walks
+    unpacking: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    def unpacked_so_far(self) -> tuple[int, int]:
+        """(members, bytes) unpacked: the closed parts' counts and how far the open ones have got."""
+        walking = self.unfinished_parts()
+        live = [counts for part, counts in self.unpacking.items() if part in walking]
+        return self.members + sum(m for m, _ in live), self.unpacked_bytes + sum(b for _, b in live)
 
     def part_closed(self, part: str = ROOT) -> bool:
         """Whether ``part`` counted its chunks (on a scan of the earlier layout: whether the unpack did)."""

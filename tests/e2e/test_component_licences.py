@@ -7,6 +7,7 @@ Two scans only (ScanCode's approximate matcher reads each licence file for a sec
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import zipfile
@@ -17,6 +18,7 @@ import pytest
 
 from dropscan.audit.licenses import scancode_available
 from dropscan.audit.manifest import validate
+from dropscan.cli import main
 from dropscan.local.embedded import EmbeddedStack
 
 from helpers.builders import DROP_FILES, UPSTREAM_FILES, busybox_orig, make_tar, tar_bytes
@@ -167,12 +169,11 @@ def u_boot_files(top: str) -> dict[str, bytes]:
     return files
 
 
-@pytest.mark.acceptance
-def test_a_router_drop_of_nested_busybox_and_u_boot(stack: EmbeddedStack, tmp_path: Path) -> None:
+def router_drop(tmp_path: Path) -> tuple[Path, Path]:
+    """The router drop of the acceptance case: the real BusyBox release tarball and a U-Boot with three
+    BSD vendor files, nested in an SDK tarball; and the U-Boot release it was made from."""
     busybox = busybox_orig()
-    stack.client.ingest(busybox, "busybox", "1.35.0")
-    stack.client.ingest(make_tar(tmp_path / "u-boot-2023.01.tar.gz", u_boot_files("u-boot-2023.01")),
-                        "u-boot", "2023.01")  # fmt: skip
+    u_boot_release = make_tar(tmp_path / "u-boot-2023.01.tar.gz", u_boot_files("u-boot-2023.01"))
     vendor = {
         f"u-boot-2023.01-acme/drivers/acme/acme_00{i}.c": (
             f"// SPDX-License-Identifier: BSD-3-Clause\n/* Copyright (c) 2023 Acme */\nint acme_{i};\n"
@@ -188,6 +189,14 @@ def test_a_router_drop_of_nested_busybox_and_u_boot(stack: EmbeddedStack, tmp_pa
             "src/u-boot-2023.01-acme.tar.gz": tar_bytes(u_boot, "gz"),
         },
     )
+    return drop, u_boot_release
+
+
+@pytest.mark.acceptance
+def test_a_router_drop_of_nested_busybox_and_u_boot(stack: EmbeddedStack, tmp_path: Path) -> None:
+    drop, u_boot_release = router_drop(tmp_path)
+    stack.client.ingest(busybox_orig(), "busybox", "1.35.0")
+    stack.client.ingest(u_boot_release, "u-boot", "2023.01")
     manifest, _, _ = scan(stack, drop)
 
     comps = {c["prefix"]: c for c in manifest["components"]}
@@ -201,3 +210,22 @@ def test_a_router_drop_of_nested_busybox_and_u_boot(stack: EmbeddedStack, tmp_pa
 
     flags = sorted((f["path"].rsplit("/", 1)[1], f["kind"], f["severity"]) for f in manifest["flags"])
     assert flags == [(f"acme_00{i}.c", "license-different", "review") for i in (1, 2, 3)]
+
+
+@pytest.mark.acceptance
+def test_a_quiet_scan_of_the_router_drop_prints_nothing(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Given the router drop and its two upstream releases
+    drop, u_boot_release = router_drop(tmp_path)
+    argv = ["scan", str(drop), "--supplier", "acme", "--quiet", "--manifest-out", str(tmp_path / "m.json"),
+            "--data-dir", str(tmp_path / "data"), "--upstream", f"busybox@1.35.0={busybox_orig()}",
+            "--upstream", f"u-boot@2023.01={u_boot_release}"]  # fmt: skip
+    capfd.readouterr()
+    # When `dropscan scan --quiet` scans it (ScanCode reads its licence texts, bzip2 its nested tarball)
+    assert main(argv) == 0
+    # Then nothing reached the terminal, captured at the file descriptors: no warning of any library,
+    # no decompressor's chatter, no progress
+    assert capfd.readouterr() == ("", "")
+    manifest = json.loads((tmp_path / "m.json").read_text())
+    assert {c["package"] for c in manifest["components"] if c["identified"]} == {"busybox", "u-boot"}

@@ -90,6 +90,24 @@ def test_notification_carries_filterable_attributes(
     assert note.subject.startswith("dropscan: acme/foo-1.0-acme.tar.gz")
 
 
+def test_the_stacks_manifest_and_e_mail_name_the_database_the_drop_was_answered_from(
+    stack: EmbeddedStack, upstream_archive: Path, drop_archive: Path, tmp_path: Path
+) -> None:
+    # Given a database of two releases of foo and one of bar
+    stack.client.ingest(upstream_archive, "foo", "1.0")
+    stack.client.ingest(make_tar(tmp_path / "foo-1.1.tar.gz", {"foo-1.1/a.c": b"int a;\n"}), "foo", "1.1")
+    stack.client.ingest(make_tar(tmp_path / "bar-2.0.tar.gz", {"bar-2.0/b.c": b"int b;\n"}), "bar", "2.0")
+    # When a drop is scanned by the stack alone (no command line to add what it knows)
+    manifest, [note] = scan(stack, drop_archive)
+    # Then finalize wrote what the database held, and the published e-mail says it
+    table = stack.names.upstream_table
+    assert manifest["database"] == {
+        "kind": "stack", "location": table, "table": table, "packages": 2, "releases": 3,
+        "held": {"bar": ["2.0"], "foo": ["1.0", "1.1"]},
+    }  # fmt: skip
+    assert f"Database:  {table} (stack; 2 packages, 3 releases: bar 2.0; foo 1.0, 1.1)" in note.message
+
+
 def test_the_same_upload_twice_is_one_scan_one_manifest_one_notification(
     stack: EmbeddedStack, upstream_archive: Path, drop_archive: Path
 ) -> None:

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -93,8 +94,8 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def up(tmp_path: Path, newcomer: dict[str, str]) -> Iterator[tuple[int, list[str]]]:
-    """``dropscan up &`` as the block has it, on a free port: its banner lines."""
+def up(tmp_path: Path, newcomer: dict[str, str]) -> Iterator[tuple[int, list[str], IO[str]]]:
+    """``dropscan up &`` as the block has it, on a free port: its banner lines, and its stdout after."""
     start = block("dropscan up")[0].removesuffix("&").strip()
     port = free_port()
     argv = [*shlex.split(start), "--port", str(port)]
@@ -104,21 +105,21 @@ def up(tmp_path: Path, newcomer: dict[str, str]) -> Iterator[tuple[int, list[str
     while not banner[-1].startswith("e.g.") and banner[-1]:
         banner.append(proc.stdout.readline())
     try:
-        yield port, banner
+        yield port, banner, proc.stdout
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
 def test_the_upload_block_runs_as_written_on_a_machine_without_aws_configuration(
-    up: tuple[int, list[str]], tmp_path: Path, newcomer: dict[str, str]
+    up: tuple[int, list[str], IO[str]], tmp_path: Path, newcomer: dict[str, str]
 ) -> None:
     aws = aws_cli()
     if aws is None:
         if os.environ.get("DROPSCAN_REQUIRE_AWSCLI") == "1":
             pytest.fail("DROPSCAN_REQUIRE_AWSCLI=1 but the AWS CLI is not installed (make awscli)")
         pytest.skip("the AWS CLI is not installed (make awscli)")
-    port, banner = up
+    port, banner, log = up
     _, export, upload = block("dropscan up")
     # the banner prints the very line the README tells the reader to run
     assert banner[1].strip() == export
@@ -133,3 +134,8 @@ def test_the_upload_block_runs_as_written_on_a_machine_without_aws_configuration
         time.sleep(0.2)
     [note] = notes.glob("*.eml")
     assert "drops/acme/drop.tar.gz" in note.read_text()
+    # and its log said what the README says it says: the scan's line as it ended, with its e-mail
+    lines = [log.readline()]
+    while lines[-1] and "e-mail" not in lines[-1]:  # "": up ended before it said
+        lines.append(log.readline())
+    assert re.search(r"acme/drop\.tar\.gz  complete, review: 8 files: .*; e-mail notifications/", lines[-1])

@@ -106,3 +106,36 @@ def test_up_prints_its_banner_and_nothing_more_while_idle(tmp_path: Path) -> Non
         "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1"
     )
     assert (out, err) == ("", "")
+
+
+def test_up_logs_a_scan_not_its_invocations(tmp_path: Path, drop_archive: Path) -> None:
+    # Given `dropscan up`, its banner read
+    port = free_port()
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    eml = tmp_path / "eml"
+    cmd = [sys.executable, "-m", "dropscan.cli", "up", "--port", str(port), "--eml-dir", str(eml)]
+    proc = subprocess.Popen([*cmd, "--data-dir", str(tmp_path / "data")], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None
+    while not proc.stdout.readline().startswith("e.g."):
+        pass
+    # When an S3 client uploads a drop and its scan ends
+    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    bucket = next(b["Name"] for b in s3.list_buckets()["Buckets"] if "-drops-" in b["Name"])
+    s3.upload_file(str(drop_archive), bucket, "drops/acme/logged.tar.gz")
+    deadline = time.monotonic() + 60
+    while not list(eml.glob("*.eml")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    [note] = list(eml.glob("*.eml"))
+    lines = [proc.stdout.readline().rstrip("\n")]
+    while lines[-1] and "e-mail" not in lines[-1]:  # the scan's last line is printed with its e-mail
+        lines.append(proc.stdout.readline().rstrip("\n"))
+    proc.terminate()
+    out, err = proc.communicate(timeout=30)
+    # Then the log is about the scan: its counts while it ran, if it ran that long, then what it found
+    # (no upstream here: every file but the empty one is added), and no line per invocation
+    assert all(line.split()[1] == "acme/logged.tar.gz" for line in lines), lines
+    assert lines[-1].endswith(f"complete, review: 8 files: 0 upstream, 0 modified, 7 added, 0 missing; "
+                              f"{lines[-1].split('; ')[1]}; e-mail {note}")  # fmt: skip
+    assert (out, err) == ("", "")

@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from dropscan.keys import manifest_key, scan_id_for
 from dropscan.local.dispatcher import load_handler
 from dropscan.local.embedded import EmbeddedStack, embedded
+from dropscan.stages import unpack_send
 from dropscan.store.services import current_services
 
 from helpers.builders import DROP_FILES, UPSTREAM_FILES, context, load_event, make_tar, tar_bytes
@@ -60,6 +61,43 @@ def test_unpack_sends_chunks_and_counts_them(stack: EmbeddedStack, tmp_path: Pat
     assert sorted(r["path"] for r in chunk["records"]) == sorted(DROP_FILES)
     scan = current_services().scans.get(scan_id)
     assert scan is not None and (scan.chunks_total, scan.supplier) == (1, "acme")
+
+
+def test_a_long_unpack_reports_its_counts_to_the_scan_item_as_it_walks(
+    stack: EmbeddedStack, tmp_path: Path, app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a drop of 30 files, and a clock that moves a second each time the stage reads it, and at
+    # each reading looks at what the scan item says (what a client watching the scan would see)
+    files = {f"src/f{i:02}.c": f"int f{i};\n".encode() for i in range(30)}
+    drop = make_tar(tmp_path / "drop.tar.gz", files)
+    scan_id = put_drop(stack, drop, "drops/acme/drop.tar.gz")
+    seen: list[tuple[int, int]] = []
+    ticks = iter(range(1_000_000))
+
+    def clock() -> float:
+        scan = current_services().scans.get(scan_id)
+        if scan is not None and not scan.part_closed():
+            seen.append(scan.unpacked_so_far())
+        return float(next(ticks))
+
+    monkeypatch.setattr(unpack_send, "CLOCK", clock)
+    event = load_event(
+        "sqs_s3_object_created.json", BUCKET=stack.names.drops_bucket, KEY="drops/acme/drop.tar.gz"
+    )
+
+    # When unpack walks it (a report at most every PROGRESS_EVERY_S of that clock: every second file)
+    assert app("UnpackFunction")(event, context()) == {"batchItemFailures": []}
+
+    # Then the scan item held counts part-way through the walk, growing, below the closed part's total
+    scan = current_services().scans.get(scan_id)
+    assert scan is not None and scan.part_closed()
+    moving = sorted(set(seen))
+    assert seen == sorted(seen) and len(moving) >= 10
+    assert all(0 < members < scan.members and 0 < size < scan.unpacked_bytes for members, size in moving[1:])
+    assert moving[-1][0] >= scan.members - 3  # the last report, a couple of members before the end
+    # and once the part is closed, the counts are its close's, not its reports' on top of them
+    total = (30, sum(map(len, files.values())))
+    assert scan.unpacked_so_far() == (scan.members, scan.unpacked_bytes) == total
 
 
 def test_unpack_ignores_s3_test_event(stack: EmbeddedStack, app: Any) -> None:

@@ -187,3 +187,30 @@ def test_triage_parts_count_once_in_any_order_and_one_assembler_claims(store: Sc
     assert store.claim_assembly("s", "m-1")
     assert store.claim_assembly("s", "m-1")  # the winning message, redelivered
     assert not store.claim_assembly("s", "m-2")
+
+
+def test_open_parts_report_how_far_they_walked_and_a_close_takes_over(store: ScanStore) -> None:
+    # Given a scan whose root part fanned a nested archive out to a part of its own
+    store.begin("s", UPLOAD)
+    store.open_part("s", "0.3")
+    # When both report how far they have got, the nested part twice
+    assert store.report_unpacking("s", ROOT, members=100, unpacked=5_000)
+    assert store.report_unpacking("s", "0.3", members=10, unpacked=700)
+    assert store.report_unpacking("s", "0.3", members=20, unpacked=900)
+    scan = store.get("s")
+    # Then a client sees both walks, each part's latest report once
+    assert scan is not None and scan.unpacked_so_far() == (120, 5_900)
+    # and once the root closes, its close's counts replace its report; a late report is refused
+    store.close_part("s", ROOT, 1, unpacked=6_000, members=130, size=10, sha256="ab", status="scanning")
+    assert not store.report_unpacking("s", ROOT, members=1, unpacked=1)
+    scan = store.get("s")
+    assert scan is not None and scan.unpacked_so_far() == (150, 6_900)
+    store.close_part("s", "0.3", 1, unpacked=1_000, members=25)
+    scan = store.get("s")
+    assert scan is not None and scan.unpacked_so_far() == (155, 7_000)
+
+
+def test_a_scan_begun_before_progress_reports_refuses_them(store: ScanStore) -> None:
+    store.begin("s", UPLOAD)
+    store.model("s").update(actions=[store.model.unpacking.remove()])  # as an earlier layout's item
+    assert not store.report_unpacking("s", ROOT, members=1, unpacked=1)

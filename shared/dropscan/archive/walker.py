@@ -103,7 +103,8 @@ def walk(
     LimitExceeded when the upload goes beyond ``limits`` (``max_depth`` overrides ``limits.depth``).
     With ``fan_out``, a nested archive member of the top level at least ``fan_out.threshold`` bytes big is
     handed over instead of unpacked, and yields nothing here. ``progress`` (counted on from where it
-    stands) receives what the walk used of the limits. ``split`` may end the walk of a tar early.
+    stands) receives what the walk used of the limits, as each member starts and at the end. ``split``
+    may end the walk of a tar early.
     """
     limits = limits or Limits()
     if max_depth is not None:
@@ -302,6 +303,8 @@ class _Walker:
     def _member(self, level: Level, entry: int) -> Iterator[FileRecord]:
         """Records for one entry of an archive: none (a folder), one, or a nested tree."""
         self.members += 1
+        if self.progress is not None:  # live, for the stage's reports of a long walk
+            self.progress.members, self.progress.total = self.members, self.total
         if self.members > self.limits.files:
             check_spent(self.limits, self._progress())
         filetype = entry_filetype(entry) & TYPE_MASK

@@ -10,7 +10,7 @@ from importlib import resources
 from typing import Any
 
 from dropscan import __version__
-from dropscan.models import CLASS_ORDER, REVIEW_CLASSES, FileClass
+from dropscan.models import CLASS_ORDER, REVIEW_CLASSES, FileClass, PackageInfo
 
 SCHEMA = "dropscan.manifest/1"
 
@@ -58,6 +58,7 @@ def build_manifest(
     stats: Mapping[str, Any],
     created_at: str,
     finished_at: str,
+    database: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     files = sorted(files, key=lambda f: f["path"])
     summary = summarize(files)
@@ -80,6 +81,26 @@ def build_manifest(
         "mismatches": list(mismatches or []),
         "files": files,
         "stats": dict(stats),
+        **({"database": dict(database)} if database is not None else {}),
+    }
+
+
+#: packages named in a manifest's ``database.held`` (the counts are of them all)
+DATABASE_NAMES = 50
+
+
+def database_entry(
+    kind: str, location: str, table: str, packages: Mapping[str, PackageInfo]
+) -> dict[str, Any]:
+    """The manifest's ``database``: the upstream database the drop was answered from, where it is and
+    what it held (counts of every package and release, the first DATABASE_NAMES packages by name)."""
+    return {
+        "kind": kind,
+        "location": location,
+        "table": table,
+        "packages": len(packages),
+        "releases": sum(len(p.versions) for p in packages.values()),
+        "held": {name: list(p.versions) for name, p in sorted(packages.items())[:DATABASE_NAMES]},
     }
 
 

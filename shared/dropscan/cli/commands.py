@@ -294,8 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
         "up",
         help="run the local stack as a moto server with the dispatcher",
         description="The stack of template.yaml in a moto server: any S3 client's upload to its drops"
-        " bucket is scanned, each notification printed and written as an .eml file. moto takes any access"
-        " key; the banner prints the export lines that give one to the AWS CLI.",
+        " bucket is scanned and its notification written as an .eml file. The log says, per scan, its"
+        " counts every 5 s while it runs and one line of what it found as it ends; nothing while idle."
+        " moto takes any access key; the banner prints the export lines that give one to the AWS CLI.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     p.add_argument("--port", type=int, default=4566, help="port to listen on (default: %(default)s)")
@@ -315,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose",
         "-v",
         action="store_true",
-        help="also print each invocation of a function and moto's access log (quiet by default)",
+        help="also print each invocation of a function, each scan's counts every second, each"
+        " notification whole and moto's access log (quiet by default)",
     )
     p.set_defaults(func=cmd_up)
 

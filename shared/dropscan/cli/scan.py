@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +14,8 @@ from typing import Any
 
 from dropscan.cli.common import UsageError, default_data_dir, progress, where
 from dropscan.keys import parse_archive_name
-from dropscan.models import Scan, Trust
+from dropscan.models import Trust
+from dropscan.scan_text import scan_progress, size_text
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,6 @@ def scan_drop(r: ScanRequest) -> int:
         for p in r.low_trust:
             client.set_trust(p, Trust.LOW)
         save_db_beside()
-        database = database_record(client, *where(r.endpoint_url, r.stack, r.data_dir))
         text = f"scanning {r.drop.name} ({size_text(r.drop.stat().st_size)})"
         with status(f"{text}: uploading…") as update:
             key, scan_id = client.upload_drop(r.drop, r.supplier, metadata=r.metadata)
@@ -117,7 +118,10 @@ def scan_drop(r: ScanRequest) -> int:
                 f"dropscan: no manifest for {key} within {r.timeout:.0f} s (scan {scan_id})", file=sys.stderr
             )
             return 1
-        manifest["database"] = database
+        # the stack named its endpoint or table; this command knows the data folder or the stack's name
+        kind, location = where(r.endpoint_url, r.stack, r.data_dir)
+        manifest["database"] = {**(manifest.get("database") or database_record(client)), "kind": kind}
+        manifest["database"]["location"] = location
         note = None
         if mailbox is not None:
             with status("waiting for the notification…"):
@@ -157,27 +161,18 @@ def _save_results(client: Any, manifest: dict[str, Any], manifest_out: Path | No
     return {"manifest": manifest_out, **dict(zip(names, reports, strict=True))}
 
 
-def database_record(client: Any, kind: str, location: str) -> dict[str, Any]:
-    """The upstream database a scan is answered from: where it is and what it held (``database``)."""
-    packages = client.db.packages()
-    return {
-        "kind": kind,
-        "location": location,
-        "table": client.names.upstream_table,
-        "packages": len(packages),
-        "releases": sum(len(p.versions) for p in packages.values()),
-        "held": {name: list(p.versions) for name, p in sorted(packages.items())[:DATABASE_NAMES]},
-    }
+def database_record(client: Any) -> dict[str, Any]:
+    """``database`` for a manifest of a stack that wrote none (deployed before finalize wrote it)."""
+    from dropscan.audit.manifest import database_entry
 
-
-#: packages named in a manifest's ``database.held`` (the counts are of them all)
-DATABASE_NAMES = 50
+    return database_entry("stack", "", client.names.upstream_table, client.db.packages())
 
 
 # ------------------------------------------------------------------ progress
 class watching:
     """While the client waits on the stack, the scan's counts (or the time an ingest takes) on the status
-    line, looked up at most every REFRESH_S seconds."""
+    line every REFRESH_S seconds, looked up by a thread of its own: the embedded stack runs the functions
+    in this thread, and one long invocation (the kernel's unpack) holds it for minutes."""
 
     REFRESH_S = 0.5
 
@@ -189,59 +184,34 @@ class watching:
         scan_id: str | None = None,
     ) -> None:
         self.client, self.text, self.update, self.scan_id = client, text, update, scan_id
-        self._pump = client.pump
-        self._start = self._last = time.monotonic()
+        self._start = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="progress", daemon=True)
 
     def __enter__(self) -> watching:
-        def pump(done: Callable[[], bool], timeout: float) -> bool:
-            return bool(self._pump(lambda: self._look() or done(), timeout))
-
-        self.client.pump = pump
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.client.pump = self._pump
+        self._stop.set()
+        self._thread.join()
 
-    def _look(self) -> bool:
-        now = time.monotonic()
-        if now - self._last >= self.REFRESH_S:
-            self._last = now
-            elapsed = f"{now - self._start:.0f} s"
-            if self.scan_id is None:
-                self.update(f"{self.text}: {elapsed}…")
-            else:
-                self.update(f"{self.text}: {scan_progress(self.client.scans.get(self.scan_id))}, {elapsed}…")
-        return False
+    def _watch(self) -> None:
+        while not self._stop.wait(self.REFRESH_S):
+            try:
+                self.look()
+            except Exception:  # in-process moto changing the item as it was read: the next look will do
+                continue
 
-
-def scan_progress(scan: Scan | None) -> str:
-    """``unpacked 1 of 1 part: 2,835 files, 14.2 MB; looked up 1 of 1 chunk; triage 0 of 1 part``."""
-    if scan is None:
-        return "waiting for the unpack"
-    opened = len(scan.parts_open) if scan.parts_open is not None else 1
-    closed = len(scan.parts_closed) if scan.parts_open is not None else int(scan.chunks_total is not None)
-    if not closed:
-        return f"unpacking ({opened:,} part{'s' if opened != 1 else ''})"
-    said = [f"unpacked {closed:,} of {_n(opened, 'part')}: {_n(scan.members, 'file')}, "
-            f"{size_text(scan.unpacked_bytes)}"]  # fmt: skip
-    if scan.chunks_total:
-        said.append(f"looked up {scan.chunks_done:,} of {_n(scan.chunks_total, 'chunk')}")
-    if scan.finalized_at:
-        parts = max(1, scan.triage_parts)
-        said.append(f"triage {len(scan.triage_done):,} of {_n(parts, 'part')}")
-    return "; ".join(said)
-
-
-def _n(count: int, word: str) -> str:
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
-
-
-def size_text(size: int) -> str:
-    """``2.5 MB``, ``812 bytes``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size:,} bytes"
+    def look(self) -> str:
+        """Show where the work is now; returns the text shown."""
+        elapsed = f"{time.monotonic() - self._start:.0f} s"
+        if self.scan_id is None:
+            text = f"{self.text}: {elapsed}…"
+        else:
+            text = f"{self.text}: {scan_progress(self.client.scans.get(self.scan_id))}, {elapsed}…"
+        self.update(text)
+        return text
 
 
 def add_scan_command(sub: Any, add_target: Callable[[argparse.ArgumentParser], None]) -> None:

@@ -14,7 +14,8 @@ from dropscan.local.deploy import REGION, deploy
 from dropscan.local.dispatcher import Delivery, Dispatcher
 from dropscan.local.embedded import _FAKE_CREDENTIALS, Mailbox, write_eml
 from dropscan.local.http_api import start as start_desk
-from dropscan.store.stack import StackNames
+from dropscan.local.scan_log import ScanLog
+from dropscan.store.stack import Client, StackNames
 
 #: what the AWS CLI and boto3 need to reach the server: moto takes any key, but a client needs one
 CREDENTIALS = {k: _FAKE_CREDENTIALS[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")} | {
@@ -59,18 +60,23 @@ def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path, verbose: bool 
             print(f"  review desk      http://{host}:{desk.server_address[1]}/ (docs/web.md)")
             print(f"e.g. aws --endpoint-url {url} s3 cp drop.tar.gz s3://{names.drops_bucket}/drops/acme/")
             sys.stdout.flush()
+            # a line per scan: its counts every few seconds while it runs, what it found as it ends
+            scan_log = ScanLog(Client(session, names, endpoint_url=url), every=1.0 if verbose else 5.0)
+            scan_log.start()
             seen = len(dispatcher.history)
             while True:
                 if not dispatcher.poll_once():
                     time.sleep(0.2)
                 for d in dispatcher.history[seen:]:
-                    if verbose or not d.scheduled or d.failed:
-                        print(delivery_line(d), flush=True)
+                    if verbose or d.failed:  # an invocation a line only when asked, or when it failed
+                        scan_log.line(delivery_line(d))
                 seen = len(dispatcher.history)
                 for note in mailbox.fetch():
-                    path = write_eml(note, eml_dir, note.attributes.get("scan_id", "notification"))
-                    print(f"\n=== {note.subject}\n{note.message}\n(written to {path})")
-                    sys.stdout.flush()
+                    scan_id = note.attributes.get("scan_id", "notification")
+                    path = write_eml(note, eml_dir, scan_id)
+                    scan_log.finished(note.attributes.get("supplier", ""), scan_id, note=f"e-mail {path}")
+                    if verbose:
+                        print(f"\n=== {note.subject}\n{note.message}\n", flush=True)
     except KeyboardInterrupt:
         return 0
     finally:
@@ -78,10 +84,10 @@ def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path, verbose: bool 
 
 
 def delivery_line(d: Delivery) -> str:
-    """``  unpack     1 message in 2.3 s`` (and how many failed): the progress of the flow, one line an
-    invocation; the functions' own log is in logs/functions.log."""
+    """``unpack     1 message in 2.3 s`` (and how many failed): one invocation (``--verbose``, or a
+    failed one); the functions' own log is in logs/functions.log."""
     name = d.function.removesuffix("Function").lower()
     what = "run" if d.scheduled else f"{d.messages:,} message{'s' if d.messages != 1 else ''}"
     took = f"{d.seconds:.1f} s" if d.seconds >= 0.1 else "less than 0.1 s"
     failed = f", {d.failed:,} failed (see the function logs)" if d.failed else ""
-    return f"  {time.strftime('%H:%M:%S')} {name:<10} {what} in {took}{failed}"
+    return f"{name:<10} {what} in {took}{failed}"

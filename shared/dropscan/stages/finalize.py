@@ -12,7 +12,7 @@ from dropscan import heap
 from dropscan.archive.paths import distinct
 from dropscan.audit.classify import file_entry
 from dropscan.audit.components import component_of, declared_mismatches, parse_declared, resolve_component
-from dropscan.audit.manifest import build_manifest
+from dropscan.audit.manifest import build_manifest, database_entry
 from dropscan.keys import manifest_key, split_tag, walk_order, work_key
 from dropscan.models import DigestInfo, FileRecord, PackageInfo, Scan, info_from_json
 from dropscan.settings import Settings
@@ -20,7 +20,6 @@ from dropscan.stages.remember import remember
 from dropscan.store.batch import CallStats
 from dropscan.store.scans import now
 from dropscan.store.services import Services
-from dropscan.store.upstream import UpstreamDB
 
 
 @dataclass
@@ -45,7 +44,8 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
     with heap.building():  # a record and a file entry per member of the drop
         gathered = _gather(svc, scan)
         db = svc.upstream()
-        packages = _packages(db, gathered.known)
+        everything = db.held()  # what the database held; the e-mail names it (``database``)
+        packages = _packages(everything, gathered.known)
         trust = {n: p.trust for n, p in packages.items()}
         files = [file_entry(rec, gathered.known, trust) for rec in gathered.records]
     components = _components(svc, files, packages)
@@ -72,6 +72,7 @@ def finalize_scan(svc: Services, scan_id: str, token: str) -> str | None:
         },
         created_at=scan.created_at,
         finished_at=now(),
+        database=_database(svc.settings, everything),
     )
     if status == "complete":  # a partial or rejected drop is neither compared nor cleared
         remember(svc, scan, manifest)
@@ -107,9 +108,16 @@ def _chunk_results(svc: Services, scan_id: str, tags: Iterable[str]) -> Iterator
         yield svc.work.get_json(work_key(scan_id, "results", seq, part))
 
 
-def _packages(db: UpstreamDB, known: dict[str, DigestInfo]) -> dict[str, PackageInfo]:
+def _packages(everything: dict[str, PackageInfo], known: dict[str, DigestInfo]) -> dict[str, PackageInfo]:
     """The packages any known digest belongs to, with their trust and versions."""
-    return db.packages({p for info in known.values() for p in info.names}) if known else {}
+    names = {p for info in known.values() for p in info.names}
+    return {n: everything[n] for n in sorted(names) if n in everything}
+
+
+def _database(settings: Settings, everything: dict[str, PackageInfo]) -> dict[str, Any]:
+    """The database as the stack knows it: its endpoint (``dropscan up``) or its upstream table."""
+    kind, location = ("endpoint", settings.endpoint_url) if settings.endpoint_url else ("stack", None)
+    return database_entry(kind, location or settings.upstream_table, settings.upstream_table, everything)
 
 
 def _components(

@@ -24,7 +24,7 @@ from dropscan.archive.inflate import PlainStream, plain_stream
 from dropscan.archive.zipsplit import Terminated, plan
 from dropscan.keys import ROOT, next_segment, parse_drop_key, scan_id_for, segment
 from dropscan.models import FileRecord, Scan, Upload
-from dropscan.stages.unpack_send import ChunkSender, PartSender, open_part
+from dropscan.stages.unpack_send import ChunkSender, PartSender, ProgressSender, open_part
 from dropscan.store.idempotency import once
 from dropscan.store.objects import StoredObject
 from dropscan.store.services import Services
@@ -235,6 +235,7 @@ def _hash_into_chunks(
     progress = Progress(*(resume or zip_range or {}).get("spent", (0, 0)))
     spent = dataclasses.replace(progress)
     split = _budget(svc, started, progress)
+    reports = ProgressSender.of(svc, scan_id, part, progress, spent)
     outcome = _Outcome()
     stream: Any = Terminated(raw) if zip_range else raw
     if resume and resume["codec"]:
@@ -253,6 +254,7 @@ def _hash_into_chunks(
         )
         for rec in walked:
             sender.add(rec)
+            reports.tick()
     except LimitExceeded as e:  # a bomb, or more than the template allows: not something to scan
         outcome = _Outcome("rejected", f"{e.reason} (after {sender.files} files)")
     except ArchiveReadError as e:
@@ -270,6 +272,7 @@ def _hash_into_chunks(
     if part == ROOT and sender.files == 0 and not handed and not stopped and outcome.status == "scanning":
         outcome = _Outcome("rejected", "archive holds no files")
     extra = {"files": sender.files, "chunks": sender.chunks, "bytes": raw.size, "parts": handed}
+    extra["progress_reports"] = reports.sent
     logger.info("unpacked", extra={**extra, "stopped": stopped})
     return _Walked(
         sender.chunks,
@@ -330,6 +333,7 @@ def _unpack_nested(svc: Services, scan_id: str, part: str, message: dict[str, An
     sender = ChunkSender.of(svc, scan_id, part)
     parts = PartSender.of(svc, scan_id, part, defer=True)
     progress = dataclasses.replace(spent)
+    reports = ProgressSender.of(svc, scan_id, part, progress, spent)
     outcome = _Outcome(status="")
     whole = 0  # records that are the nested archive itself, left one file
     scratch = svc.settings.scratch_dir
@@ -348,13 +352,15 @@ def _unpack_nested(svc: Services, scan_id: str, part: str, message: dict[str, An
             for rec in walked:
                 whole += rec.path == nested.record.path
                 sender.add(rec)
+                reports.tick()
         except LimitExceeded as e:  # a bound of the whole upload: the scan is rejected, as in-process
             where = f"in {nested.record.path}, after {sender.files} of its files"
             outcome = _Outcome("rejected", f"{e.reason} ({where})")
     sender.flush()
     if parts is not None and not outcome.status and not (whole and sender.files == 1):
         parts.release()  # it unpacked: its own nested archives are parts of the scan too
-    logger.info("unpacked part", extra={"files": sender.files, "chunks": sender.chunks})
+    extra = {"files": sender.files, "chunks": sender.chunks, "progress_reports": reports.sent}
+    logger.info("unpacked part", extra=extra)
     return _Walked(
         sender.chunks,
         unpacked=progress.total - spent.total,

@@ -1,8 +1,11 @@
 """What the unpack stage sends on: hash chunks (as :class:`dropscan.chunks.Chunker` cuts them) to the
-lookup queue, nested archives to parts of their own."""
+lookup queue, nested archives to parts of their own, and how far a long walk has got to the scan item."""
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +15,12 @@ from dropscan.models import FileRecord
 from dropscan.store.services import Services
 
 if TYPE_CHECKING:
-    from dropscan.archive import Nested
+    from dropscan.archive import Nested, Progress
+
+#: seconds of a walk between two reports of its counts to the scan item (a client shows them)
+PROGRESS_EVERY_S = 2.0
+#: what those seconds are read from (a test steps its own)
+CLOCK: Callable[[], float] = time.monotonic
 
 
 def open_part(svc: Services, message: dict[str, Any]) -> None:
@@ -106,3 +114,38 @@ class PartSender:
         for message in self._pending:
             open_part(self.svc, message)
         self._pending = []
+
+
+@dataclass
+class ProgressSender:
+    """How far a part's walk has got (members and bytes since the part began, as its close counts
+    them), in the scan item every ``every`` seconds at most: a client watching one long invocation sees
+    counts move. One UpdateItem a report; none for a walk shorter than ``every``."""
+
+    svc: Services
+    scan_id: str
+    part: str
+    walked: Progress  # the walk's own, counted on by the walker as each member starts
+    spent: Progress  # where the part began
+    every: float = PROGRESS_EVERY_S
+    clock: Callable[[], float] = time.monotonic
+    sent: int = 0
+    _next: float = 0.0
+
+    @classmethod
+    def of(cls, svc: Services, scan_id: str, part: str, walked: Progress, spent: Progress) -> ProgressSender:
+        sender = cls(svc, scan_id, part, walked, spent, every=PROGRESS_EVERY_S, clock=CLOCK)
+        sender._next = sender.clock() + sender.every
+        return sender
+
+    def tick(self) -> None:
+        """After each record: report, if ``every`` seconds passed since the last report."""
+        now = self.clock()
+        if now < self._next:
+            return
+        self._next = now + self.every
+        members, unpacked = self.walked.members - self.spent.members, self.walked.total - self.spent.total
+        if self.svc.scans.report_unpacking(self.scan_id, self.part, members=members, unpacked=unpacked):
+            self.sent += 1
+        else:
+            self._next = math.inf  # closed or finalised meanwhile: nobody reads it any more

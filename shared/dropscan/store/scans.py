@@ -85,6 +85,8 @@ class ScanItem(Model):
     triage_parts = NumberAttribute(null=True)  # invocations triage was fanned out to
     triage_done = UnicodeSetAttribute(null=True)  # the triage parts counted done
     triage_assembler = UnicodeAttribute(null=True)  # the assemble message that claimed the triage
+    # part -> {"members", "bytes"}: how far each part's walk has got, while it walks (report_unpacking)
+    unpacking = MapAttribute[str, Any](null=True)
     open_scans = OpenScans()
     product_scans = ProductScans()
 
@@ -122,6 +124,7 @@ class ScanStore:
             created_at=now(),
             pending=OPEN,
             parts_open={ROOT},
+            unpacking={},  # there to be SET into: a document path needs its parent map
         )
         try:
             item.save(condition=self.model.scan_id.does_not_exist())
@@ -137,6 +140,24 @@ class ScanStore:
         try:
             item.update(
                 actions=[self.model.parts_open.add({part})], condition=~self.model.parts_open.contains(part)
+            )
+        except UpdateError as e:
+            if e.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def report_unpacking(self, scan_id: str, part: str, *, members: int, unpacked: int) -> bool:
+        """Record how far ``part``'s walk has got (its own members and bytes, as its close will count
+        them), for clients watching a long invocation; False once the part is closed or the scan
+        finalised (or on a scan begun without the map), when reports are no use any more."""
+        counts = {"members": members, "bytes": unpacked}
+        try:
+            self.model(scan_id).update(
+                actions=[self.model.unpacking[part].set(counts)],
+                condition=self.model.unpacking.exists()
+                & ~self.model.parts_closed.contains(part)
+                & self.model.finalized_at.does_not_exist(),
             )
         except UpdateError as e:
             if e.cause_response_code == "ConditionalCheckFailedException":
@@ -393,4 +414,8 @@ def _scan_of(item: ScanItem) -> Scan:
         pending=item.pending,
         triage_parts=int(item.triage_parts or 0),
         triage_done=frozenset(item.triage_done or ()),
+        unpacking={
+            part: (int(c["members"]), int(c["bytes"]))
+            for part, c in (item.unpacking.as_dict() if item.unpacking else {}).items()
+        },
     )

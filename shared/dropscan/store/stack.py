@@ -220,6 +220,11 @@ class Client:
         key = manifest_key(supplier, scan_id)
         if not self.pump(lambda: self._exists(self.names.results_bucket, key), timeout):
             return None
+        return self.manifest(supplier, scan_id)
+
+    def manifest(self, supplier: str, scan_id: str) -> dict[str, Any]:
+        """The scan's manifest, written (NoSuchKey before)."""
+        key = manifest_key(supplier, scan_id)
         data: dict[str, Any] = json.loads(
             self.s3.get_object(Bucket=self.names.results_bucket, Key=key)["Body"].read()
         )

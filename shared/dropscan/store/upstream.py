@@ -123,6 +123,12 @@ class UpstreamDB:
         infos = [package_from_raw(r) for r in raws]
         return {p.name: p for p in infos}
 
+    def held(self) -> dict[str, PackageInfo]:
+        """Every package item, the index item first, by BatchGetItem alone (all finalize may call); none
+        in a table written before the package index."""
+        index = self.batch.get_many([{"pk": {"S": PACKAGE_INDEX}}])
+        return self.packages(index[0]["packages"]["SS"]) if index else {}
+
     def _scan_package_names(self) -> list[str]:
         """For a table written before the package index: its package items, by a Scan."""
         names: list[str] = []
