@@ -44,6 +44,7 @@ from dropscan.audit.triage_plan import (
 from dropscan.forked import Done, Forked, spread, usable_cpus
 from dropscan.keys import manifest_key, report_keys, work_key
 from dropscan.stages.evidence import Prefetched, add_evidence, prefetch
+from dropscan.store.desk import write_index
 from dropscan.store.scans import now
 from dropscan.store.services import Services
 from dropscan.store.work import AWS_ERRORS
@@ -102,9 +103,19 @@ def triage_scan(
     manifest["finished_at"] = now()
     _write_reports(svc, manifest, workers)
     # written last: its creation is what fires the notification
-    svc.work.put_text(key, to_json(manifest), "application/json")
+    etag = svc.work.put_text(key, to_json(manifest), "application/json")
     svc.scans.set_status(manifest["scan_id"], manifest["status"], outcome=delta.outcome(manifest))
+    _desk_index(svc, manifest, etag)
     return key
+
+
+def _desk_index(svc: Services, manifest: dict[str, Any], etag: str) -> None:
+    """The review desk's index beside the manifest (docs/web.md): an aid, so a failed write is logged
+    and the desk makes the index itself from the manifest."""
+    try:
+        write_index(svc.work.s3, svc.work.bucket, manifest, etag)
+    except AWS_ERRORS:
+        logger.exception("the desk index was not written", extra={"scan_id": manifest["scan_id"]})
 
 
 def _triage_into(

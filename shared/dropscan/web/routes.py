@@ -13,7 +13,7 @@ import json
 import os
 import re
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -31,6 +31,7 @@ from dropscan.web.access import Forbidden, User, check_state_change, csrf_token,
 
 if TYPE_CHECKING:
     from dropscan.store.desk import Desk, ScanEntry
+    from dropscan.web.index import Index
 
 #: the routes the HTTP API lets through without a token (template.yaml's WebFunction events say the same)
 PUBLIC_ROUTES = (("GET", "/"), ("GET", "/static/{name}"), ("POST", "/auth/signin"))
@@ -49,7 +50,6 @@ HTML = "text/html; charset=utf-8"
 JSON = "application/json"
 SCAN_ID = re.compile(r"^s-[0-9a-f]{24}$")
 LINK_SECONDS = 300  # the reports' presigned links: short-lived, made afresh with each page
-ROWS_KEPT = 3
 ORIGINS = {
     "upstream": "backport: every change is upstream's",
     "vendor": "vendor change",
@@ -106,7 +106,6 @@ def use_backend(b: Backend | None) -> None:
     global _backend
     with _backend_lock:
         _backend = b
-        _rows.clear()
 
 
 app = APIGatewayHttpResolver()
@@ -165,50 +164,17 @@ def _scan_for(user: User, scan_id: str) -> ScanEntry:
     return entry
 
 
-def _manifest(entry: ScanEntry) -> dict[str, Any]:
-    m = backend().desk.manifest(entry.supplier, entry.scan_id)
-    if m is None:
+def _index(entry: ScanEntry) -> Index:
+    """The scan's desk index; Gone before its manifest is written."""
+    found = backend().desk.index(entry.supplier, entry.scan_id)
+    if found is None:
         raise Gone
-    return m
+    return found
 
 
-@dataclass
-class _Indexed:
-    """What is kept of a scan's manifest between requests: its review rows and their orders, and
-    where each path is (a file page looks one up among 120,000)."""
-
-    rows: list[review.Row]
-    orders: review.Orders
-    files_at: dict[str, int]
-    copies: dict[str, int]
-
-
-_rows: OrderedDict[tuple[str, str, int], _Indexed] = OrderedDict()
-_rows_lock = threading.Lock()
-
-
-def _indexed(scan_id: str, m: Mapping[str, Any]) -> _Indexed:
-    key = (scan_id, str(m.get("finished_at")), len(m["files"]))
-    with _rows_lock:
-        if key in _rows:
-            _rows.move_to_end(key)
-            return _rows[key]
-    rows = review.rows(m)
-    files = m["files"]
-    copies: dict[str, int] = {}
-    for f in files:
-        copies[f["sha256"]] = copies.get(f["sha256"], 0) + 1
-    built = _Indexed(rows, review.Orders(rows), {f["path"]: i for i, f in enumerate(files)}, copies)
-    with _rows_lock:
-        _rows[key] = built
-        while len(_rows) > ROWS_KEPT:
-            _rows.popitem(last=False)
-    return built
-
-
-def _current_rows(entry: ScanEntry, m: Mapping[str, Any]) -> list[review.Row]:
+def _current_rows(entry: ScanEntry, index: Index) -> list[review.Row]:
     taken = backend().desk.taken_in(entry.scan_id)
-    return review.overlay(_indexed(entry.scan_id, m).rows, taken, entry.supplier)
+    return review.overlay(index.rows, taken, entry.supplier)
 
 
 # ------------------------------------------------------------------ public
@@ -283,23 +249,23 @@ def _notice(params: Mapping[str, str]) -> str:
 def scan_page(scan_id: str) -> Response[str]:
     user = _user()
     entry = _scan_for(user, scan_id)
-    if backend().desk.manifest(entry.supplier, entry.scan_id) is None:
+    index = backend().desk.index(entry.supplier, entry.scan_id)
+    if index is None:
         message = (
             f"{entry.drop} is still being scanned ({entry.status}); its review set comes with its manifest."
         )
         return _html(
             render.page("error.html", title=entry.drop, message=message, user=user, csrf=csrf_token(user))
         )
-    m = _manifest(entry)
+    m = index.head
     params = _params()
     q = review.Query.parse(params)
-    pg = review.page(_current_rows(entry, m), q, orders=_indexed(entry.scan_id, m).orders)
+    pg = review.page(_current_rows(entry, index), q, orders=index.orders)
     desk = backend().desk
     keys = dict(m.get("reports") or {})
     from dropscan.keys import manifest_key
 
     keys["manifest"] = manifest_key(entry.supplier, entry.scan_id)
-    kinds = sorted({str(fl.get("kind")) for fl in m.get("flags") or []})
     body = render.page(
         "scan.html",
         title=view.drop_name(m),
@@ -319,8 +285,8 @@ def scan_page(scan_id: str) -> Response[str]:
         group_param=q.group,
         states_order=review.STATES,
         groups_order=review.GROUPS,
-        components=review.components(m),
-        flag_kinds=kinds,
+        components=m.get("components") or [],
+        flag_kinds=m.get("flag_kinds") or [],
         can_decide=user.can_decide(entry.supplier),
         notice=_notice(params),
     )
@@ -361,16 +327,16 @@ def file_page(scan_id: str) -> Response[str]:
 
     user = _user()
     entry = _scan_for(user, scan_id)
-    m = _manifest(entry)
+    index = _index(entry)
+    m = index.head
     params = _params()
     path = params.get("path", "")
-    index = _indexed(entry.scan_id, m)
-    at = index.files_at.get(path)
-    if at is None:
+    line = backend().desk.file_line(entry.supplier, entry.scan_id, index, path)
+    if line is None:
         raise Gone
-    f = m["files"][at]
+    f = line["f"]
     ev = view.evidence(f)
-    commits_of = view.cited_commits(m)
+    commits_of = line.get("commits") or {}
     cited = dict.fromkeys(str(h["commit"]) for h in (ev or {}).get("hunks") or [] if h.get("commit"))
     commits = [
         {
@@ -384,7 +350,7 @@ def file_page(scan_id: str) -> Response[str]:
     in_force = choose(backend().desk.decisions_for([f["sha256"]], entry.supplier), entry.supplier)
     state = ""
     if in_review_class(f):
-        row = review.rows({"files": [f], "flags": m.get("flags") or []})[0]
+        row = review.rows({"files": [f], "flags": line.get("flags") or []})[0]
         d = in_force.get(str(f["sha256"]))
         state = d.verdict if d and d.at > row.at else row.state
     origin_label = ORIGINS.get(str((ev or {}).get("origin")), "")
@@ -398,8 +364,8 @@ def file_page(scan_id: str) -> Response[str]:
         drop=view.drop_name(m),
         f=f,
         component=str(f.get("component") or "(top level)"),
-        copies=index.copies.get(f["sha256"], 1),
-        flags=[fl for fl in view.flags(m) if fl.get("path") == path],
+        copies=int(line.get("copies") or 1),
+        flags=line.get("flags") or [],
         licences=[view.finding_label(lic) for lic in view.licence_findings(f)],
         ev=ev,
         base=view.base_label((ev or {}).get("base")),
@@ -429,15 +395,21 @@ def _decide(
     verdict, scope = one.get("verdict", ""), one.get("scope", "supplier")
     if scope not in user.scopes():
         raise Forbidden("deciding for every supplier needs the global-decisions group")
-    m = _manifest(entry)
+    index = _index(entry)
     paths = list(dict.fromkeys(form.get("path", [])))
     if one.get("select") == "matching":
         q = review.Query.parse({k[2:]: v for k, v in one.items() if k.startswith("f_")} | {"page": "1"})
-        paths = [r.path for r in review.matching(_current_rows(entry, m), q)]
+        paths = [r.path for r in review.matching(_current_rows(entry, index), q)]
     if not paths:
         return entry, 0, verdict
     decided = record(
-        m, paths=paths, verdict=verdict, by=user.name, at=now(), note=one.get("note", "")[:2000], scope=scope
+        index.decision_manifest(),
+        paths=paths,
+        verdict=verdict,
+        by=user.name,
+        at=now(),
+        note=one.get("note", "")[:2000],
+        scope=scope,
     )
     backend().desk.record(decided)
     return entry, len(decided), verdict
@@ -500,9 +472,8 @@ def api_scans(name: str) -> Response[str]:
 def api_review(scan_id: str) -> Response[str]:
     user = _user()
     entry = _scan_for(user, scan_id)
-    m = _manifest(entry)
-    orders = _indexed(entry.scan_id, m).orders
-    pg = review.page(_current_rows(entry, m), review.Query.parse(_params()), orders=orders)
+    index = _index(entry)
+    pg = review.page(_current_rows(entry, index), review.Query.parse(_params()), orders=index.orders)
     return _json(
         {
             "total": pg.total,
