@@ -29,7 +29,7 @@ from dropscan import heap, reports
 from dropscan.archive import MAGIC_SPAN, compressor_of
 from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.archive.inflate import CODECS
-from dropscan.audit import decision_rules, delta, findings, licenses
+from dropscan.audit import decision_rules, delta, findings, hunk_decisions, licenses
 from dropscan.audit.flags import mark_upstream_text
 from dropscan.audit.manifest import to_json
 from dropscan.audit.triage_plan import (
@@ -131,11 +131,19 @@ def _triage_into(
     findings.apply(manifest, found)
     _evidence_into(svc, manifest, extracted, upstream)
     mark_upstream_text(manifest)  # flags on lines the vendor did not write: counted again by settle
+    _hunk_decisions(svc, manifest)
     decision_rules.reopen(manifest)  # a decision that did not see what the file now carries
     decision_rules.settle(manifest)
     for f in manifest["files"]:
         if f["sha256"] in extracted.sha1:
             f["sha1"] = extracted.sha1[f["sha256"]]
+
+
+def _hunk_decisions(svc: Services, manifest: dict[str, Any]) -> None:
+    """Decisions on single vendor hunks (the desk's), now that the evidence names the hunks."""
+    wanted = hunk_decisions.subjects(manifest["files"])
+    if wanted:
+        hunk_decisions.apply(manifest, svc.decisions().for_subjects(wanted, manifest["supplier"]))
 
 
 def _detect(

@@ -240,6 +240,14 @@ class Desk:
         self.decisions.batch.put_many(rows)
         return merged.counts()
 
+    def hunk_decisions(self, subjects: Iterable[str], supplier: str) -> list[Decision]:
+        """The decisions on these hunks (``hunk:<fingerprint>``) that may apply to the supplier's drops."""
+        return self.decisions.for_subjects(subjects, supplier)
+
+    def history_of_subject(self, subject: str) -> list[Decision]:
+        """Every decision taken on the desk on this subject (a content, a hunk), oldest first."""
+        return list(self._query(f"{LOG}{subject}"))
+
     def history_of(self, sha256: str) -> list[Decision]:
         """Every decision taken on the desk on this content, oldest first."""
         return list(self._query(f"{LOG}sha256:{sha256}"))

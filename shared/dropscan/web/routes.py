@@ -23,8 +23,9 @@ from urllib.parse import parse_qs, quote
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 
+from dropscan.audit import hunk_decisions
 from dropscan.audit.decision_rules import DecisionError, choose, in_review_class, record
-from dropscan.models import VERDICTS
+from dropscan.models import VERDICTS, Decision
 from dropscan.reports import view
 from dropscan.web import render, review
 from dropscan.web.access import Forbidden, User, check_state_change, csrf_token, user_of
@@ -50,6 +51,9 @@ HTML = "text/html; charset=utf-8"
 JSON = "application/json"
 SCAN_ID = re.compile(r"^s-[0-9a-f]{24}$")
 LINK_SECONDS = 300  # the reports' presigned links: short-lived, made afresh with each page
+HUNKS_SHOWN = 200
+#: what a single hunk may be decided as (a hunk is kept or not; rejecting is for a whole file)
+HUNK_VERDICTS = ("accepted", "needs-action")
 ORIGINS = {
     "upstream": "backport: every change is upstream's",
     "vendor": "vendor change",
@@ -231,7 +235,11 @@ def supplier(name: str) -> Response[str]:
     return _html(render.page("supplier.html", title=name, user=user, csrf=csrf_token(user), s=s))
 
 
-_NOTICES = {"none": "Nothing was checked: no decision recorded."}
+_NOTICES = {
+    "none": "Nothing was checked: no decision recorded.",
+    "hunk-accepted": "Recorded: the hunk accepted, under your name.",
+    "hunk-needs-action": "Recorded: the hunk needs action, under your name.",
+}
 
 
 def _notice(params: Mapping[str, str]) -> str:
@@ -353,6 +361,7 @@ def file_page(scan_id: str) -> Response[str]:
         row = review.rows({"files": [f], "flags": line.get("flags") or []})[0]
         d = in_force.get(str(f["sha256"]))
         state = d.verdict if d and d.at > row.at else row.state
+    hunks = _hunks(user, entry, f)
     origin_label = ORIGINS.get(str((ev or {}).get("origin")), "")
     body = render.page(
         "file.html",
@@ -373,11 +382,48 @@ def file_page(scan_id: str) -> Response[str]:
         commits=commits,
         diff=render.trusted(diffs.body(path, ev, diffs.Budget())) if ev else "",
         decisions=history,
+        hunks=hunks,
         state=state,
         can_decide=user.can_decide(entry.supplier) and in_review_class(f),
         notice=_notice(params),
     )
     return _html(body)
+
+
+def _hunks(user: User, entry: ScanEntry, f: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The file's hunks to review: each with its place, origin, the decision in force and its history
+    on the desk (newest first); ``fp`` empty for a hunk past a patch cut short (not decidable alone)."""
+    todo = hunk_decisions.reviewed(f)
+    if not todo:
+        return []
+    keys = hunk_decisions.fingerprints(f)
+    desk = backend().desk
+    subjects = [hunk_decisions.subject(fp) for fp in keys.values()]
+    in_force = hunk_decisions.choose(desk.hunk_decisions(subjects, entry.supplier), entry.supplier)
+    out = []
+    for i in todo[:HUNKS_SHOWN]:
+        h = f["evidence"]["hunks"][i]
+        fp = keys.get(i, "")
+        d = in_force.get(fp) if fp else None
+        seen = desk.history_of_subject(hunk_decisions.subject(fp)) if fp else []
+        history = [
+            x
+            for x in seen
+            if user.can_read(x.supplier) and (x.scope == "global" or x.supplier == entry.supplier)
+        ]
+        out.append(
+            {
+                "i": i,
+                "fp": fp,
+                "place": f"-{h.get('old_start')},{h.get('old_lines')} "
+                f"+{h.get('new_start')},{h.get('new_lines')}",
+                "origin": str(h.get("origin")),
+                "state": d.verdict if d else "open",
+                "decision": d,
+                "history": sorted(history, key=lambda x: x.at, reverse=True),
+            }
+        )
+    return out
 
 
 # ------------------------------------------------------------------ decisions
@@ -419,6 +465,76 @@ def _host() -> str:
     ev = app.current_event
     headers = {k.lower(): v for k, v in (ev.headers or {}).items()}
     return str(headers.get("host") or ev.request_context.domain_name or "")
+
+
+def _decide_hunk(user: User, scan_id: str, form: Mapping[str, str], token: str) -> tuple[str, str]:
+    """Record a decision on one hunk of a file (and, when it was the last hunk to accept, on the file);
+    returns (the file's path, the verdict)."""
+    from dropscan.store.scans import now
+
+    entry = _scan_for(user, scan_id)
+    check_state_change(user, token, app.current_event.headers or {}, _host())
+    if not user.can_decide(entry.supplier):
+        raise Forbidden("your role may read this supplier's findings, not decide on them")
+    verdict, scope = form.get("verdict", ""), form.get("scope", "supplier")
+    if scope not in user.scopes():
+        raise Forbidden("deciding for every supplier needs the global-decisions group")
+    if verdict not in HUNK_VERDICTS:
+        raise DecisionError(f"a hunk is {' or '.join(HUNK_VERDICTS)}, not {verdict!r}")
+    index = _index(entry)
+    path = form.get("path", "")
+    line = backend().desk.file_line(entry.supplier, entry.scan_id, index, path)
+    if line is None or not in_review_class(line["f"]):
+        raise Gone
+    f = line["f"]
+    keys = hunk_decisions.fingerprints(f)
+    try:
+        fp = keys[int(form.get("hunk", ""))]
+    except (ValueError, KeyError):
+        raise DecisionError("no such hunk to review in this file") from None
+    at = now()
+    d = Decision(
+        subject=hunk_decisions.subject(fp),
+        scope=scope,
+        supplier=entry.supplier,
+        verdict=verdict,
+        by=user.name,
+        at=at,
+        note=form.get("note", "")[:2000],
+        scan_id=entry.scan_id,
+        path=path,
+    )
+    desk = backend().desk
+    desk.record([d])
+    if verdict == "accepted":
+        subjects = [hunk_decisions.subject(x) for x in keys.values()]
+        chosen = hunk_decisions.choose(desk.hunk_decisions(subjects, entry.supplier), entry.supplier)
+        if hunk_decisions.all_accepted(f, chosen):
+            whole = record(
+                index.decision_manifest(),
+                paths=[path],
+                verdict="accepted",
+                by=user.name,
+                at=at,
+                note=hunk_decisions.NOTE,
+                scope="supplier",
+            )
+            desk.record(whole)
+    return path, verdict
+
+
+@app.post("/scans/<scan_id>/hunks")
+def decide_hunk(scan_id: str) -> Response[str]:
+    user = _user()
+    form = {k: v[0] for k, v in _form().items() if v}
+    try:
+        path, verdict = _decide_hunk(user, scan_id, form, form.get("csrf") or _header("x-csrf-token"))
+    except DecisionError as e:
+        return _html(
+            render.page("error.html", title="Not recorded", message=str(e), user=user, csrf=csrf_token(user)),
+            400,
+        )
+    return _see(f"/scans/{scan_id}/file?path={quote(path, safe='')}&done=hunk-{verdict}")
 
 
 @app.post("/scans/<scan_id>/decisions")
