@@ -2,12 +2,12 @@
 parses the whole manifest (a 120,000-file drop's is 78 MB). Pure: a manifest in, bytes out; bytes in,
 the desk's values out.
 
-Two objects under ``results/<supplier>/<scan id>/desk/`` (:func:`dropscan.keys.desk_index_keys`):
+Two objects beside the manifest, ``results/<supplier>/<scan id>/`` (:func:`dropscan.keys.desk_index_keys`):
 
-- ``index.json``: the manifest's ETag it was made from, the page's head (supplier, verdict, summary,
+- ``desk.index.json``: the manifest's ETag it was made from, the page's head (supplier, verdict, summary,
   delta counts, components, flag kinds, report keys), the review rows as columns (one list a field)
-  and every file's path, class and place in ``files.jsonl``;
-- ``files.jsonl``: one line a file, in the manifest's order: the file's record, its red flags, how many
+  and every file's path, class and place in ``desk.files.jsonl``;
+- ``desk.files.jsonl``: one line a file, in the manifest's order: the file's record, its red flags, how many
   files share its content and the upstream commits its evidence cites. A file's page reads its line
   with one ranged GET.
 """
@@ -149,7 +149,7 @@ class Index:
         return {p: i for i, p in enumerate(self._files["path"])}
 
     def place(self, path: str) -> tuple[int, int] | None:
-        """(offset, length) of the file's line in ``files.jsonl``; None for a path not in the drop."""
+        """(offset, length) of the file's line in ``desk.files.jsonl``; None for a path not in the drop."""
         i = self._at.get(path)
         if i is None:
             return None
@@ -184,6 +184,6 @@ class Index:
 
 
 def parse_line(body: bytes) -> dict[str, Any]:
-    """One file's line of ``files.jsonl``: ``f``, ``flags``, ``copies``, ``commits``."""
+    """One file's line of ``desk.files.jsonl``: ``f``, ``flags``, ``copies``, ``commits``."""
     data: dict[str, Any] = orjson.loads(body)
     return data

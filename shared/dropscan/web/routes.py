@@ -35,7 +35,13 @@ if TYPE_CHECKING:
     from dropscan.web.index import Index
 
 #: the routes the HTTP API lets through without a token (template.yaml's WebFunction events say the same)
-PUBLIC_ROUTES = (("GET", "/"), ("GET", "/static/{name}"), ("POST", "/auth/signin"))
+PUBLIC_ROUTES = (
+    ("GET", "/"),
+    ("GET", "/static/{name}"),
+    ("POST", "/auth/signin"),
+    ("POST", "/auth/refresh"),  # the ID token may have expired: the refresh token is the credential
+    ("POST", "/auth/signout"),  # the access token is the credential
+)
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -71,6 +77,8 @@ class Backend:
 
     desk: Desk
     sign_in: Callable[[str, str], Any]  # (name, password) -> dropscan.store.identity.Tokens
+    renew: Callable[[str], Any]  # refresh token -> dropscan.store.identity.Tokens
+    sign_out: Callable[[str], None]  # access token -> the session's tokens revoked
 
     @classmethod
     def from_env(cls) -> Backend:
@@ -90,7 +98,12 @@ class Backend:
         )
         cognito = identity.client(get_settings().region, s.endpoint_url, signed=False)
         client_id = os.environ.get("USER_POOL_CLIENT_ID", "")
-        return cls(desk=desk, sign_in=lambda u, p: identity.sign_in(cognito, client_id, u, p))
+        return cls(
+            desk=desk,
+            sign_in=lambda u, p: identity.sign_in(cognito, client_id, u, p),
+            renew=lambda token: identity.refresh(cognito, client_id, token),
+            sign_out=lambda token: identity.sign_out(cognito, token),
+        )
 
 
 _backend: Backend | None = None
@@ -205,7 +218,35 @@ def signin() -> Response[str]:
         tokens = backend().sign_in(form.get("username", "").strip(), form.get("password", ""))
     except SignInError as e:
         return _json({"message": str(e)}, 401)
-    return _json({"id_token": tokens.id_token, "expires_in": tokens.expires_in})
+    return _json(_session(tokens))
+
+
+def _session(tokens: Any) -> dict[str, Any]:
+    out = {"id_token": tokens.id_token, "access_token": tokens.access_token, "expires_in": tokens.expires_in}
+    if tokens.refresh_token:
+        out["refresh_token"] = tokens.refresh_token
+    return out
+
+
+@app.post("/auth/refresh")
+def refresh() -> Response[str]:
+    """A new ID token for a session whose refresh token still holds (REFRESH_TOKEN_AUTH)."""
+    from dropscan.store.identity import SignInError
+
+    form = {k: v[0] for k, v in _form().items()}
+    try:
+        tokens = backend().renew(form.get("refresh_token", ""))
+    except SignInError as e:
+        return _json({"message": str(e)}, 401)
+    return _json(_session(tokens))
+
+
+@app.post("/auth/signout")
+def signout() -> Response[str]:
+    """Revoke the session's tokens (GlobalSignOut): its refresh token renews nothing any more."""
+    form = {k: v[0] for k, v in _form().items()}
+    backend().sign_out(form.get("access_token", ""))
+    return _json({"signed_out": True})
 
 
 # ------------------------------------------------------------------ pages
