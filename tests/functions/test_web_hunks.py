@@ -14,6 +14,7 @@ import pytest
 
 from dropscan.audit import hunk_decisions
 from dropscan.local.embedded import EmbeddedStack, embedded
+from dropscan.store.services import reset as reset_services
 from dropscan.web import routes
 
 from helpers.builders import make_tar
@@ -142,3 +143,24 @@ def test_the_next_drop_comes_back_with_its_hunks_decided(world: World) -> None:
     assert second.manifest["summary"]["review"] == 1
     page = alice.get(url(second, v["path"]))
     assert hunk_states(page.body) == {0: "open", 1: "accepted"}
+
+
+# ------------------------------------------------------------------ the e-mail
+def test_the_email_links_to_the_drops_page_only_when_the_desk_is_configured(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [plain] = world.first.notifications  # the embedded stack serves no desk: no link
+    assert "Review it on the desk" not in plain.message and "#/scans/" not in plain.message
+    monkeypatch.setenv("DESK_URL", "https://desk.example/")
+    reset_services()
+    try:
+        files = drop("1.2", w=edited(a=False, c=True))
+        third = scan_and_wait(world.es, make_tar(world.tmp / "acme-gadget-1.2.tar.gz", files), "acme")
+    finally:
+        monkeypatch.delenv("DESK_URL")
+        reset_services()
+    [mail] = third.notifications
+    link = f"https://desk.example/#/scans/{third.scan_id}"
+    assert mail.message.splitlines()[0] == f"Review it on the desk: {link}"
+    # the page the link opens (after the sign-in page, desk.js follows the path after "#")
+    assert world.desk.sign_in("alice").get(link.split("#", 1)[1]).status == 200
