@@ -139,6 +139,8 @@ bench: install cases
 	  --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz --out bench-out/busybox
 	$(BIN)/python bench/triage_bench.py --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz \
 	  --expected .cache/bench/busybox/expected.json --out bench-out/busybox
+	$(BIN)/python bench/web_bench.py --drop .cache/bench/busybox/acme-busybox-1.35.0-gpl.tar.gz \
+	  --upstream busybox@1.35.0=$(CASES_DIR)/busybox_1.35.0.orig.tar.bz2 --sizes 120000 --runs 15 --out bench-out/web
 	$(MAKE) bench-scale
 
 # A drop nothing upstream explains (issue 22): every file added, 20,000 to 160,000 of them, copies of one

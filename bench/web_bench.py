@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -29,9 +30,11 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
-from dropscan.keys import manifest_key  # noqa: E402
+from dropscan.keys import desk_index_keys, manifest_key  # noqa: E402
 from dropscan.local.embedded import embedded  # noqa: E402
 from dropscan.models import Upload  # noqa: E402
+from dropscan.store.desk import write_index  # noqa: E402
+from dropscan.web import routes  # noqa: E402
 
 from helpers.desk import DeskClient  # noqa: E402
 
@@ -105,9 +108,96 @@ def timed(call: Callable[[], Any]) -> float:
     return time.perf_counter() - t
 
 
+def synthetic(es: Any, n: int) -> tuple[str, str, int]:
+    """A manifest of ``n`` review files written as triage writes one, its desk index beside it:
+    (scan id, a modified file's path, the manifest's bytes)."""
+    scan_id = f"s-{n:024x}"
+    es.client.scans.begin(scan_id, Upload("drops", f"drops/acme/drop-{n}.tar.gz", "e", None, "acme", {}))
+    es.client.scans.set_status(scan_id, "complete", outcome={"verdict": "action-required", "files": n})
+    m = manifest(scan_id, n)
+    body = json.dumps(m).encode()
+    put = es.client.s3.put_object(
+        Bucket=es.names.results_bucket, Key=manifest_key("acme", scan_id), Body=body
+    )
+    write_index(es.client.s3, es.names.results_bucket, m, put["ETag"])
+    i = n // 2 - (n // 2) % 3
+    return scan_id, f"drop-1.0/d{i % 500:03d}/f{i:06d}.c", len(body)
+
+
+def scanned(es: Any, drop: Path, upstreams: list[str]) -> tuple[str, str, int]:
+    """A real drop scanned through the whole flow (triage writes the index): (scan id, its first modified
+    file with a diff, the manifest's bytes)."""
+    for spec in upstreams:
+        name, _, path = spec.partition("=")
+        package, _, version = name.partition("@")
+        es.client.ingest(Path(path), package, version)
+    _, scan_id = es.client.upload_drop(drop, "acme")
+    m = es.client.wait_manifest("acme", scan_id, timeout=3600)
+    if m is None or not es.dispatcher.drain(timeout=600):
+        raise SystemExit(f"{drop}: no manifest")
+    files = [f for f in m["files"] if f["class"] == "modified" and f.get("evidence")]
+    files = files or [f for f in m["files"] if f["class"] in ("modified", "added")]
+    head = es.client.s3.head_object(Bucket=es.names.results_bucket, Key=manifest_key("acme", scan_id))
+    return scan_id, str(files[0]["path"]), int(head["ContentLength"])
+
+
+def measure(
+    es: Any, alice: Any, label: str, scan_id: str, file_path: str, size: int, runs: int
+) -> dict[str, Any]:
+    """The first request of a drop (a fresh function: the index read and parsed) against a plain GetObject
+    of the index; the same without an index (the manifest parsed, the index made and written); then the
+    pages, each against a plain GetItem of the scan, medians of ``runs`` taken in turns."""
+    s3, bucket = es.client.s3, es.names.results_bucket
+    ddb, table = es.session.client("dynamodb"), es.names.scans_table
+    index_key, _ = desk_index_keys("acme", scan_id)
+    file_url = f"/scans/{scan_id}/file?path={quote(file_path, safe='')}"
+    pages: dict[str, Callable[[], Any]] = {
+        PAGES[0]: lambda: _ok(alice.get(f"/scans/{scan_id}")),
+        PAGES[1]: lambda: _ok(alice.get(f"/scans/{scan_id}", folder=file_path.rpartition("/")[0] + "/")),
+        PAGES[2]: lambda: _ok(alice.get(f"/scans/{scan_id}", group="folder", page="50")),
+        PAGES[3]: lambda: _ok(alice.get(file_url)),
+    }
+    first: list[float] = []
+    first_file: list[float] = []
+    object_floor: list[float] = []
+    for _ in range(max(3, runs // 3)):
+        object_floor.append(timed(lambda: s3.get_object(Bucket=bucket, Key=index_key)["Body"].read()))
+        routes.use_backend(None)  # a cold function: nothing kept
+        first.append(timed(pages[PAGES[0]]))
+        routes.use_backend(None)
+        first_file.append(timed(pages[PAGES[3]]))
+    s3.delete_object(Bucket=bucket, Key=index_key)  # as a scan from before the index
+    routes.use_backend(None)
+    no_index = timed(pages[PAGES[0]])
+    floor: list[float] = []
+    samples: dict[str, list[float]] = {k: [] for k in pages}
+    for _ in range(runs):  # in turns, so that a drift of the machine touches all alike
+        floor.append(timed(lambda: ddb.get_item(TableName=table, Key={"scan_id": {"S": scan_id}})))
+        for name, call in pages.items():
+            samples[name].append(timed(call))
+    index_size = s3.head_object(Bucket=bucket, Key=index_key)["ContentLength"]
+    row: dict[str, Any] = {"drop": label, "review": len(routes.backend().desk.index("acme", scan_id).rows)}  # type: ignore[union-attr]
+    row |= {"manifest_mb": round(size / 1e6, 1), "index_mb": round(index_size / 1e6, 1)}
+    row |= {
+        "first_request_ms": median_ms(first),
+        "first_file_page_ms": median_ms(first_file),
+        "getobject_index_ms": median_ms(object_floor),
+        "first_request_x": round(statistics.median(first) / statistics.median(object_floor), 1),
+        "first_file_page_x": round(statistics.median(first_file) / statistics.median(object_floor), 1),
+        "no_index_first_request_ms": round(no_index * 1000),
+        "getitem_ms": median_ms(floor),
+    }
+    for name, t in samples.items():
+        row[f"{name} ms"] = median_ms(t)
+        row[f"{name} x"] = round(statistics.median(t) / statistics.median(floor), 1)
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="3000,120000")
+    ap.add_argument("--sizes", default="3000,120000", help="synthetic review sets (empty: none)")
+    ap.add_argument("--drop", type=Path, help="a real drop to scan first (the BusyBox acceptance case)")
+    ap.add_argument("--upstream", action="append", default=[], help="PACKAGE@VERSION=ARCHIVE for --drop")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--out", default="bench-out/web")
     a = ap.parse_args()
@@ -118,51 +208,30 @@ def main() -> int:
         desk = DeskClient(es)
         desk.add_user("alice", "review-acme")
         alice = desk.sign_in("alice")
-        ddb = es.session.client("dynamodb")
-        table = es.names.scans_table
-        for n in (int(s) for s in a.sizes.split(",")):
-            scan_id = f"s-{n:024x}"
-            es.client.scans.begin(
-                scan_id, Upload("drops", f"drops/acme/drop-{n}.tar.gz", "e", None, "acme", {})
-            )
-            es.client.scans.set_status(
-                scan_id, "complete", outcome={"verdict": "action-required", "files": n}
-            )
-            body = json.dumps(manifest(scan_id, n)).encode()
-            es.client.s3.put_object(
-                Bucket=es.names.results_bucket, Key=manifest_key("acme", scan_id), Body=body
-            )
-            file_path = f"drop-1.0/d{(n // 2 - (n // 2) % 3) % 500:03d}/f{n // 2 - (n // 2) % 3:06d}.c"
-            file_url = f"/scans/{scan_id}/file?path={quote(file_path, safe='')}"
-            pages: dict[str, Callable[[], Any]] = {
-                PAGES[0]: lambda s=scan_id: _ok(alice.get(f"/scans/{s}")),
-                PAGES[1]: lambda s=scan_id: _ok(alice.get(f"/scans/{s}", folder="drop-1.0/d123/")),
-                PAGES[2]: lambda s=scan_id: _ok(alice.get(f"/scans/{s}", group="folder", page="50")),
-                PAGES[3]: lambda u=file_url: _ok(alice.get(u)),
-            }
-            first = timed(pages["review page"])
-            floor: list[float] = []
-            samples: dict[str, list[float]] = {k: [] for k in pages}
-            for _ in range(a.runs):  # in turns, so that a drift of the machine touches all alike
-                floor.append(
-                    timed(lambda s=scan_id: ddb.get_item(TableName=table, Key={"scan_id": {"S": s}}))
-                )
-                for name, call in pages.items():
-                    samples[name].append(timed(call))
-            row: dict[str, Any] = {"files": n, "manifest_mb": round(len(body) / 1e6, 1)}
-            row |= {"first_request_ms": round(first * 1000), "getitem_ms": median_ms(floor)}
-            for name, s in samples.items():
-                row[f"{name} ms"] = median_ms(s)
-                row[f"{name} x"] = round(statistics.median(s) / statistics.median(floor), 1)
+        drops: list[tuple[str, Callable[[], tuple[str, str, int]]]] = []
+        if a.drop:
+            drops.append((a.drop.name, partial(scanned, es, a.drop, a.upstream)))
+        for n in (int(x) for x in a.sizes.split(",") if x):
+            drops.append((f"synthetic {n:,}", partial(synthetic, es, n)))
+        for label, make in drops:
+            scan_id, path, size = make()
+            row = measure(es, alice, label, scan_id, path, size, a.runs)
             results.append(row)
             print(json.dumps(row), flush=True)
     (out / "web.json").write_text(json.dumps(results, indent=1))
     head = " | ".join(f"{k} ms (x GetItem)" for k in PAGES)
-    lines = [f"| files | manifest MB | first request ms | GetItem ms | {head} |", "|" + "---|" * 8]
+    lines = [
+        "| drop | review files | manifest MB | index MB | first review page ms (x GetObject of the index) "
+        f"| first file page ms (x) | first request without an index ms | GetItem ms | {head} |",
+        "|" + "---|" * 12,
+    ]
     for r in results:
         cells = " | ".join(f"{r[f'{k} ms']} ({r[f'{k} x']}x)" for k in PAGES)
         lines.append(
-            f"| {r['files']:,} | {r['manifest_mb']} | {r['first_request_ms']} | {r['getitem_ms']} | {cells} |"
+            f"| {r['drop']} | {r['review']:,} | {r['manifest_mb']} | {r['index_mb']} "
+            f"| {r['first_request_ms']} ({r['first_request_x']}x) "
+            f"| {r['first_file_page_ms']} ({r['first_file_page_x']}x) "
+            f"| {r['no_index_first_request_ms']} | {r['getitem_ms']} | {cells} |"
         )
     (out / "web.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -80,6 +80,12 @@ def manifest_key(supplier: str, scan_id: str) -> str:
     return f"{RESULTS_PREFIX}{supplier}/{scan_id}/manifest.json"
 
 
+def desk_index_keys(supplier: str, scan_id: str) -> tuple[str, str]:
+    """The review desk's index of a scan beside its manifest (dropscan.web.index): the index, the files."""
+    folder = f"{RESULTS_PREFIX}{supplier}/{scan_id}/"
+    return folder + "desk.index.json", folder + "desk.files.jsonl"
+
+
 def report_key(supplier: str, scan_id: str, fmt: str) -> str:
     """Reports live beside the manifest, under the supplier's prefix."""
     return f"{RESULTS_PREFIX}{supplier}/{scan_id}/{_REPORT_NAMES[fmt]}"

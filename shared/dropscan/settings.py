@@ -32,6 +32,7 @@ class Settings:
     triage_budget_seconds: float = 600.0  # detection time before the rest is read for tags only
     triage_max_parts: int = 1  # invocations a review set past those limits is cut into (TriageMaxParts)
     report_link_expiry: int = 43200  # seconds; also bounded by the function role's session
+    desk_url: str = ""  # the review desk's address (the e-mail links to a drop's page there); "" none
     scratch_dir: str | None = None  # where triage spools the drop (Lambda: /tmp)
     chunk_size: int = 1000  # most files a chunk holds
     chunk_keys: int = 1000  # most new lookup keys a chunk holds: 10 BatchGetItem calls
@@ -81,6 +82,7 @@ class Settings:
             triage_budget_seconds=float(e.get("TRIAGE_BUDGET_SECONDS", "600")),
             triage_max_parts=int(e.get("TRIAGE_MAX_PARTS", "1")),
             report_link_expiry=int(e.get("REPORT_LINK_EXPIRY", "43200")),
+            desk_url=e.get("DESK_URL", ""),
             scratch_dir=e.get("SCRATCH_DIR") or None,
             idempotency_table=e["IDEMPOTENCY_TABLE"],
             decisions_table=e.get("DECISIONS_TABLE", ""),

@@ -1,7 +1,8 @@
 """The review desk in a real browser: Debian's Chromium driven by Selenium (chromedriver) against the
 desk of an embedded stack, served on 127.0.0.1 behind the local HTTP API and its JWT check.
 
-A reviewer signs in, opens a drop, a file with its diff, decides, decides the rest of the review set
+A reviewer signs in, opens a drop, a file with its diff, decides, decides a single vendor hunk of
+another file, decides the rest of the review set
 from the page, and the supplier's next drop comes back with those decisions applied; a reviewer of
 another supplier sees none of it; a hostile file name is text. Screenshots of the main pages go to
 ``$DROPSCAN_TEST_OUT/web`` (default: the test's temporary folder).
@@ -167,6 +168,17 @@ def test_a_reviewer_works_through_a_drop_and_the_next_drop_comes_back_decided(
     assert wait_for(b, "#file-state").text == "accepted"
     assert "alice" in wait_for(b, "#history").text and "acme's tuning, reviewed" in b.page_source
     shot(b, site, "5-decided")
+
+    # one vendor hunk of another file, decided on its own: its only one, so the file is accepted
+    visit(b, f"{site.url}/#/scans/{site.acme.scan_id}/file?path=widget-1.0-acme%2Fsrc%2Fw01.c")
+    assert wait_for(b, '[data-hunk-state="0"]').text == "open"
+    b.find_element("css selector", "#hunk-0 input[name=note]").send_keys("this hunk is fine")
+    click(b, "#hunk-0-accept")
+    wait_for(b, "#notice", "the hunk accepted")
+    assert wait_for(b, '[data-hunk-state="0"]').text == "accepted"
+    assert wait_for(b, "#file-state").text == "accepted"
+    assert "this hunk is fine" in wait_for(b, "#hunks").text
+    shot(b, site, "5b-hunk-decided")
 
     # the rest of the review set, from the drop's page: everything still to decide
     visit(b, f"{site.url}/#/scans/{site.acme.scan_id}")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from e2e.test_permissions import DESK, Call, Recorder, allows, as_list, deployed_statements, excused
 
+from dropscan.keys import desk_index_keys
 from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.store.services import current_services
 
@@ -27,6 +28,9 @@ def desk_calls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Embed
     with embedded() as stack:
         stack.client.ingest(make_tar(tmp / "foo-1.0.tar.gz", UPSTREAM_FILES), "foo", "1.0")
         scanned = scan_and_wait(stack, make_tar(tmp / "foo-1.0-acme.tar.gz", DROP_FILES), "acme")
+        # as a scan from before the desk index: the desk makes it and writes it (WriteDeskIndex)
+        index_key, _ = desk_index_keys("acme", scanned.scan_id)
+        stack.client.s3.delete_object(Bucket=stack.names.results_bucket, Key=index_key)
         desk = DeskClient(stack)
         desk.add_user("alice", "review-acme")
         svc = current_services()

@@ -8,6 +8,7 @@ of each supplier, a read-only supplier user and a reviewer who may decide global
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -16,9 +17,11 @@ from urllib.parse import quote
 
 import pytest
 
+from dropscan.keys import desk_index_keys, manifest_key
 from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.models import Decision
 from dropscan.web import routes
+from dropscan.web.index import Index
 from dropscan.web.routes import SECURITY_HEADERS
 
 from helpers.builders import make_tar
@@ -287,3 +290,32 @@ def test_two_decisions_in_one_second_count_in_the_order_they_were_taken(world: W
         "needs-action",
         "accepted",
     ]
+
+
+# ------------------------------------------------------------------ the desk index
+def test_triage_writes_the_desk_index_beside_the_manifest_with_its_etag(world: World) -> None:
+    s3, bucket = world.es.client.s3, world.es.names.results_bucket
+    acme = world.acme
+    etag = s3.head_object(Bucket=bucket, Key=manifest_key("acme", acme.scan_id))["ETag"]
+    index_key, files_key = desk_index_keys("acme", acme.scan_id)
+    index = Index.parse(s3.get_object(Bucket=bucket, Key=index_key)["Body"].read())
+    assert index.manifest_etag == etag
+    assert [r.path for r in index.rows] == sorted(review_set(acme.manifest))
+    assert s3.head_object(Bucket=bucket, Key=files_key)["ContentLength"] > 0
+
+
+def test_a_manifest_written_again_gets_a_new_index_on_its_first_request(world: World) -> None:
+    """As firmware_check rewrites a manifest: the index of the old one is not served."""
+    s3, bucket = world.es.client.s3, world.es.names.results_bucket
+    scanned = world.globex
+    key = manifest_key("globex", scanned.scan_id)
+    m = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    path = modified(scanned)
+    f = next(f for f in m["files"] if f["path"] == path)
+    f["in_binary"] = True
+    etag = s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(m).encode())["ETag"]
+    bob = world.desk.sign_in("bob")
+    page = bob.get(f"/scans/{scanned.scan_id}/file", path=path)
+    assert page.status == 200 and 'id="in-binary">in the firmware binary: yes' in page.body
+    index_key, _ = desk_index_keys("globex", scanned.scan_id)
+    assert Index.parse(s3.get_object(Bucket=bucket, Key=index_key)["Body"].read()).manifest_etag == etag

@@ -42,6 +42,18 @@ class Session:
     name: str
     token: str
     headers: dict[str, str] = field(default_factory=dict)
+    access: str = ""
+    refresh_token: str = ""
+
+    def renew(self) -> Answer:
+        """POST /auth/refresh with the session's refresh token; on success the new ID token is kept."""
+        answer = self.desk.form("/auth/refresh", {"refresh_token": self.refresh_token})
+        if answer.status == 200:
+            self.token, self.access = answer.json()["id_token"], answer.json()["access_token"]
+        return answer
+
+    def sign_out(self) -> Answer:
+        return self.desk.form("/auth/signout", {"access_token": self.access})
 
     def get(self, path: str, /, **params: str) -> Answer:
         target = f"{path}?{urlencode(params)}" if params else path
@@ -78,13 +90,18 @@ class DeskClient:
     def add_user(self, name: str, *groups: str) -> None:
         identity.add_user(self.cognito, self.pool, name, PASSWORD, list(groups))
 
+    def form(self, target: str, fields: dict[str, str]) -> Answer:
+        """A form POSTed without a token (the public routes)."""
+        body = urlencode(fields).encode()
+        return self.call("POST", target, {"Content-Type": "application/x-www-form-urlencoded"}, body)
+
     def sign_in(self, name: str, password: str = PASSWORD) -> Session:
-        body = urlencode({"username": name, "password": password}).encode()
-        answer = self.call(
-            "POST", "/auth/signin", {"Content-Type": "application/x-www-form-urlencoded"}, body
-        )
+        answer = self.form("/auth/signin", {"username": name, "password": password})
         assert answer.status == 200, answer.body
-        return Session(self, name, answer.json()["id_token"])
+        data = answer.json()
+        return Session(
+            self, name, data["id_token"], access=data["access_token"], refresh_token=data["refresh_token"]
+        )
 
 
 def scan_links(html: str) -> list[str]:

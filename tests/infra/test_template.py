@@ -334,7 +334,7 @@ def test_the_desk_users_pool_is_admin_only_and_its_sessions_end(resources: dict[
     assert set(client["ExplicitAuthFlows"]) == {"ALLOW_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"}
 
 
-def test_the_desk_reads_results_and_scans_and_writes_decisions_only(resources: dict[str, Any]) -> None:
+def test_the_desk_writes_decisions_and_its_index_only(resources: dict[str, Any]) -> None:
     statements = resources["WebRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
     granted = {(a, json.dumps(r, sort_keys=True)) for s in statements for a in as_list(s["Action"])
                for r in as_list(s["Resource"])}  # fmt: skip
@@ -345,4 +345,7 @@ def test_the_desk_reads_results_and_scans_and_writes_decisions_only(resources: d
     }
     assert writes == {("dynamodb:BatchWriteItem", json.dumps({"Fn::GetAtt": ["DecisionsTable", "Arn"]}))}
     s3 = {a for a, _ in granted if a.startswith("s3:")}
-    assert s3 == {"s3:GetObject", "s3:ListBucket"}
+    assert s3 == {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
+    # the one write to S3: a scan's desk index, made again beside its manifest (docs/web.md)
+    puts = {json.loads(r)["Fn::Sub"] for a, r in granted if a == "s3:PutObject"}
+    assert {p.rsplit("/", 1)[1] for p in puts} == {"desk.index.json", "desk.files.jsonl"}

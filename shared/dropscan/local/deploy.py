@@ -164,6 +164,7 @@ def cached_translation(root: Path, parameters: dict[str, str] | None = None) -> 
         json.dumps(parameters or {}, sort_keys=True).encode(),
         str(root.resolve()).encode(),
         Path(__file__).read_bytes(),
+        Path(user_pool.__file__).read_bytes(),  # it rewrites the translation too
         version("aws-sam-translator").encode(),
     ):
         key.update(hashlib.sha256(part).digest())

@@ -15,6 +15,7 @@ from dropscan.local.dispatcher import Delivery, Dispatcher
 from dropscan.local.embedded import _FAKE_CREDENTIALS, Mailbox, write_eml
 from dropscan.local.http_api import start as start_desk
 from dropscan.local.scan_log import ScanLog
+from dropscan.store.services import reset as reset_services
 from dropscan.store.stack import Client, StackNames
 
 #: what the AWS CLI and boto3 need to reach the server: moto takes any key, but a client needs one
@@ -50,6 +51,8 @@ def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path, verbose: bool 
             mailbox = Mailbox.subscribe(session, names.topic_arn, f"{stack.name}-mailbox")
             dispatcher.drain(timeout=30)  # the buckets' s3:TestEvent messages, before the banner
             desk = start_desk(stack, url, host=host, port=int(os.environ.get("DROPSCAN_WEB_PORT", port + 1)))
+            os.environ["DESK_URL"] = f"http://{host}:{desk.server_address[1]}/"  # the e-mail links to it
+            reset_services()
             print(f"dropscan up: endpoint {url} (region {REGION}; any access key, but a client needs one)")
             print(f"  {export_line()}")
             print(f"  drops bucket     s3://{names.drops_bucket}/drops/<supplier>/<file>")

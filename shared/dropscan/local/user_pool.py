@@ -29,6 +29,13 @@ def set_aside(cfn: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for name, out in list(cfn.get("Outputs", {}).items()):
         if _refers(out, apis):
             del cfn["Outputs"][name]
+    # a function's variable naming the API's address (notify's DESK_URL): empty, as the embedded stack
+    # has no desk; dropscan up sets it to the desk it serves (dropscan.local.server)
+    for res in resources.values():
+        variables = (res.get("Properties", {}).get("Environment") or {}).get("Variables") or {}
+        for k, v in variables.items():
+            if _refers(v, apis):
+                variables[k] = ""
     return taken
 
 

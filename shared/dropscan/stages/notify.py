@@ -20,11 +20,18 @@ def _publish_summary(*, svc: Services, bucket: str, key: str, identity: dict[str
     """Read the manifest, link its reports, publish."""
     manifest = svc.work.get_document(key, bucket)
     links = report_links(svc, bucket, key, manifest)
+    text = body(manifest, links=links, links_expire=svc.settings.report_link_expiry)
     return svc.work.publish(
-        subject(manifest),
-        body(manifest, links=links, links_expire=svc.settings.report_link_expiry),
-        message_attributes(manifest),
+        subject(manifest), desk_line(svc.settings.desk_url, manifest) + text, message_attributes(manifest)
     )
+
+
+def desk_line(desk_url: str, manifest: Mapping[str, Any]) -> str:
+    """The e-mail's first line when the stack has a review desk: the drop's page on it (a sign-in page
+    that opens the drop once signed in, docs/web.md); nothing without a desk."""
+    if not desk_url:
+        return ""
+    return f"Review it on the desk: {desk_url.rstrip('/')}/#/scans/{manifest['scan_id']}\n\n"
 
 
 def report_links(svc: Services, bucket: str, key: str, manifest: Mapping[str, Any]) -> dict[str, str]:

@@ -29,7 +29,7 @@ from dropscan import heap, reports
 from dropscan.archive import MAGIC_SPAN, compressor_of
 from dropscan.archive.extract import Extracted, SourceFailed, contents_by_digest, streamed_contents
 from dropscan.archive.inflate import CODECS
-from dropscan.audit import decision_rules, delta, findings, licenses
+from dropscan.audit import decision_rules, delta, findings, hunk_decisions, licenses
 from dropscan.audit.flags import mark_upstream_text
 from dropscan.audit.manifest import to_json
 from dropscan.audit.triage_plan import (
@@ -44,6 +44,7 @@ from dropscan.audit.triage_plan import (
 from dropscan.forked import Done, Forked, spread, usable_cpus
 from dropscan.keys import manifest_key, report_keys, work_key
 from dropscan.stages.evidence import Prefetched, add_evidence, prefetch
+from dropscan.store.desk import write_index
 from dropscan.store.scans import now
 from dropscan.store.services import Services
 from dropscan.store.work import AWS_ERRORS
@@ -102,9 +103,19 @@ def triage_scan(
     manifest["finished_at"] = now()
     _write_reports(svc, manifest, workers)
     # written last: its creation is what fires the notification
-    svc.work.put_text(key, to_json(manifest), "application/json")
+    etag = svc.work.put_text(key, to_json(manifest), "application/json")
     svc.scans.set_status(manifest["scan_id"], manifest["status"], outcome=delta.outcome(manifest))
+    _desk_index(svc, manifest, etag)
     return key
+
+
+def _desk_index(svc: Services, manifest: dict[str, Any], etag: str) -> None:
+    """The review desk's index beside the manifest (docs/web.md): an aid, so a failed write is logged
+    and the desk makes the index itself from the manifest."""
+    try:
+        write_index(svc.work.s3, svc.work.bucket, manifest, etag)
+    except AWS_ERRORS:
+        logger.exception("the desk index was not written", extra={"scan_id": manifest["scan_id"]})
 
 
 def _triage_into(
@@ -120,11 +131,19 @@ def _triage_into(
     findings.apply(manifest, found)
     _evidence_into(svc, manifest, extracted, upstream)
     mark_upstream_text(manifest)  # flags on lines the vendor did not write: counted again by settle
+    _hunk_decisions(svc, manifest)
     decision_rules.reopen(manifest)  # a decision that did not see what the file now carries
     decision_rules.settle(manifest)
     for f in manifest["files"]:
         if f["sha256"] in extracted.sha1:
             f["sha1"] = extracted.sha1[f["sha256"]]
+
+
+def _hunk_decisions(svc: Services, manifest: dict[str, Any]) -> None:
+    """Decisions on single vendor hunks (the desk's), now that the evidence names the hunks."""
+    wanted = hunk_decisions.subjects(manifest["files"])
+    if wanted:
+        hunk_decisions.apply(manifest, svc.decisions().for_subjects(wanted, manifest["supplier"]))
 
 
 def _detect(

@@ -79,6 +79,12 @@ class DecisionStore:
             return []
         return [from_item(i) for i in self.batch.get_many(keys, projection=ONLY_D, meanwhile=meanwhile)]
 
+    def for_subjects(self, subjects: Iterable[str], supplier: str) -> list[Decision]:
+        """As :meth:`for_contents`, for subjects named whole (``hunk:<fingerprint>``)."""
+        scopes = ("global", scope_key("supplier", supplier))
+        keys = [_key(x, s) for x in sorted(set(subjects)) for s in scopes]
+        return [from_item(i) for i in self.batch.get_many(keys, projection=ONLY_D)] if keys else []
+
     def existing(self, decisions: Sequence[Decision]) -> dict[tuple[str, str], Decision]:
         """The stored decisions under the keys of ``decisions``, by (subject, scope key)."""
         keys = {(d.subject, d.scope_key): _key(d.subject, d.scope_key) for d in decisions}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import logging
 import threading
 import time
 import uuid
@@ -23,11 +24,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from dropscan.audit.decision_rules import merge
-from dropscan.keys import manifest_key
+from dropscan.keys import desk_index_keys, manifest_key
 from dropscan.models import Decision
 from dropscan.store.batch import RawItem
 from dropscan.store.decisions import DecisionStore, from_item, to_item
 from dropscan.store.scans import ScanStore
+from dropscan.web.index import Built, Index, parse_line
+from dropscan.web.index import build as build_index
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -35,8 +38,9 @@ if TYPE_CHECKING:
 
 LOG = "log:"
 RESULTS = "results/"
-#: manifests kept parsed between requests: a 120,000-file one is about 60 MB of JSON
-MANIFESTS_KEPT = 3
+#: indexes kept parsed between requests
+INDEXES_KEPT = 4
+LOGGER = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class Desk:
         self.scans = scans
         self.decisions = DecisionStore(dynamodb, decisions_table)
         self.decisions_table = decisions_table
-        self._manifests: OrderedDict[str, tuple[str, dict[str, Any]]] = OrderedDict()
+        self._indexes: OrderedDict[str, Index] = OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ scans
@@ -105,21 +109,28 @@ class Desk:
         return sorted((e for e in found if e.supplier == supplier), key=lambda e: e.created_at, reverse=True)
 
     # ------------------------------------------------------------------ results
-    def manifest(self, supplier: str, scan_id: str) -> dict[str, Any] | None:
-        """The scan's manifest (None before it is written); kept parsed while its ETag holds."""
-        key = manifest_key(supplier, scan_id)
+    def manifest_etag(self, supplier: str, scan_id: str) -> str | None:
+        """The ETag the scan's manifest is stored under; None before it is written."""
         try:
-            etag = self.s3.head_object(Bucket=self.results_bucket, Key=key)["ETag"]
+            return str(
+                self.s3.head_object(Bucket=self.results_bucket, Key=manifest_key(supplier, scan_id))["ETag"]
+            )
         except self.s3.exceptions.ClientError as e:
-            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            if _missing(e):
                 return None
             raise
-        with self._lock:
-            held = self._manifests.get(key)
-            if held and held[0] == etag:
-                self._manifests.move_to_end(key)
-                return held[1]
-        body = self.s3.get_object(Bucket=self.results_bucket, Key=key, IfMatch=etag)["Body"].read()
+
+    def manifest(self, supplier: str, scan_id: str, etag: str | None = None) -> dict[str, Any] | None:
+        """The scan's whole manifest, parsed (None before it is written): read only to make its index."""
+        kwargs: dict[str, Any] = {"Bucket": self.results_bucket, "Key": manifest_key(supplier, scan_id)}
+        if etag:
+            kwargs["IfMatch"] = etag
+        try:
+            body = self.s3.get_object(**kwargs)["Body"].read()
+        except self.s3.exceptions.ClientError as e:
+            if _missing(e):
+                return None
+            raise
         # a 120,000-file manifest is millions of objects: the collector, run again and again as they
         # are made, doubled the parse (docs/web.md)
         gc.disable()
@@ -127,11 +138,77 @@ class Desk:
             data: dict[str, Any] = orjson.loads(body)
         finally:
             gc.enable()
-        with self._lock:
-            self._manifests[key] = (etag, data)
-            while len(self._manifests) > MANIFESTS_KEPT:
-                self._manifests.popitem(last=False)
         return data
+
+    def index(self, supplier: str, scan_id: str) -> Index | None:
+        """The scan's desk index (None before its manifest is written): kept parsed while the manifest's
+        ETag holds; read from beside the manifest, where triage wrote it; made from the manifest and
+        written there when missing or made from another version of the manifest (firmware checked since,
+        a scan from before the index)."""
+        etag = self.manifest_etag(supplier, scan_id)
+        if etag is None:
+            return None
+        key, _ = desk_index_keys(supplier, scan_id)
+        with self._lock:
+            held = self._indexes.get(key)
+            if held and held.manifest_etag == etag:
+                self._indexes.move_to_end(key)
+                return held
+        found = self._stored_index(key)
+        if found is None or found.manifest_etag != etag:
+            manifest = self.manifest(supplier, scan_id, etag)
+            if manifest is None:
+                return None
+            built = build_index(manifest, etag)
+            del manifest
+            self._put_index(supplier, scan_id, built)
+            found = Index.parse(built.index)
+        with self._lock:
+            self._indexes[key] = found
+            while len(self._indexes) > INDEXES_KEPT:
+                self._indexes.popitem(last=False)
+        return found
+
+    def _stored_index(self, key: str) -> Index | None:
+        try:
+            body = self.s3.get_object(Bucket=self.results_bucket, Key=key)["Body"].read()
+        except self.s3.exceptions.ClientError as e:
+            if _missing(e):
+                return None
+            raise
+        try:
+            return Index.parse(body)
+        except (ValueError, KeyError, TypeError):  # another schema, or damaged: made again
+            return None
+
+    def _put_index(self, supplier: str, scan_id: str, built: Built) -> None:
+        try:
+            put_index(self.s3, self.results_bucket, supplier, scan_id, built)
+        except self.s3.exceptions.ClientError as e:  # a role without the grant: served, not kept
+            LOGGER.warning(
+                "desk index of %s not written: %s", scan_id, e.response.get("Error", {}).get("Code")
+            )
+
+    def file_line(self, supplier: str, scan_id: str, index: Index, path: str) -> dict[str, Any] | None:
+        """A file's line of the index (its record, flags, copies, cited commits): one ranged GET. None
+        for a path not in the drop, or a line that is not that file's (the index made again meanwhile)."""
+        place = index.place(path)
+        if place is None:
+            return None
+        offset, length = place
+        _, files_key = desk_index_keys(supplier, scan_id)
+        body = self.s3.get_object(
+            Bucket=self.results_bucket, Key=files_key, Range=f"bytes={offset}-{offset + length - 1}"
+        )["Body"].read()
+        try:
+            line = parse_line(body)
+        except ValueError:
+            line = {}
+        if (line.get("f") or {}).get("path") != path:
+            with self._lock:
+                self._indexes.pop(desk_index_keys(supplier, scan_id)[0], None)
+            return None
+        return line
 
     def links(self, keys: dict[str, str], expires: int) -> dict[str, str]:
         """Presigned GET links to these result keys (format -> key), valid ``expires`` seconds."""
@@ -163,6 +240,14 @@ class Desk:
         self.decisions.batch.put_many(rows)
         return merged.counts()
 
+    def hunk_decisions(self, subjects: Iterable[str], supplier: str) -> list[Decision]:
+        """The decisions on these hunks (``hunk:<fingerprint>``) that may apply to the supplier's drops."""
+        return self.decisions.for_subjects(subjects, supplier)
+
+    def history_of_subject(self, subject: str) -> list[Decision]:
+        """Every decision taken on the desk on this subject (a content, a hunk), oldest first."""
+        return list(self._query(f"{LOG}{subject}"))
+
     def history_of(self, sha256: str) -> list[Decision]:
         """Every decision taken on the desk on this content, oldest first."""
         return list(self._query(f"{LOG}sha256:{sha256}"))
@@ -183,6 +268,23 @@ class Desk:
             if "LastEvaluatedKey" not in resp:
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def put_index(s3: S3Client, bucket: str, supplier: str, scan_id: str, built: Built) -> None:
+    """Write a scan's desk index beside its manifest: the files' lines first, then the index that
+    points into them."""
+    index_key, files_key = desk_index_keys(supplier, scan_id)
+    s3.put_object(Bucket=bucket, Key=files_key, Body=built.files, ContentType="application/x-ndjson")
+    s3.put_object(Bucket=bucket, Key=index_key, Body=built.index, ContentType="application/json")
+
+
+def write_index(s3: S3Client, bucket: str, manifest: dict[str, Any], manifest_etag: str) -> None:
+    """Triage's step after the manifest: the desk's index of it, so that the desk never parses it."""
+    put_index(s3, bucket, manifest["supplier"], manifest["scan_id"], build_index(manifest, manifest_etag))
+
+
+def _missing(e: Any) -> bool:
+    return e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound")
 
 
 def _log_row(subject: str, scope: str, d: Decision) -> RawItem:

@@ -20,6 +20,8 @@ class SignInError(Exception):
 class Tokens:
     id_token: str
     expires_in: int
+    access_token: str = ""
+    refresh_token: str = ""  # empty on a renewal: the refresh token stays the one of the sign-in
 
 
 def client(region: str, endpoint_url: str | None = None, *, signed: bool = True) -> Any:
@@ -55,7 +57,47 @@ def sign_in(cognito: Any, client_id: str, username: str, password: str) -> Token
     result = resp.get("AuthenticationResult")
     if not result:  # a challenge (a new password): an administrator sets a permanent one
         raise SignInError(f"this account must first be set up ({resp.get('ChallengeName', 'challenge')})")
-    return Tokens(id_token=result["IdToken"], expires_in=int(result.get("ExpiresIn", 3600)))
+    return _tokens(result)
+
+
+def _tokens(result: Any) -> Tokens:
+    return Tokens(
+        id_token=result["IdToken"],
+        expires_in=int(result.get("ExpiresIn", 3600)),
+        access_token=str(result.get("AccessToken") or ""),
+        refresh_token=str(result.get("RefreshToken") or ""),
+    )
+
+
+def refresh(cognito: Any, client_id: str, refresh_token: str) -> Tokens:
+    """REFRESH_TOKEN_AUTH: a new ID token for the session; :class:`SignInError` once the refresh token
+    has expired or was revoked (signed out)."""
+    if not refresh_token:
+        raise SignInError("no session to renew: sign in")
+    try:
+        resp = cognito.initiate_auth(
+            ClientId=client_id,
+            AuthFlow="REFRESH_TOKEN_AUTH",
+            AuthParameters={"REFRESH_TOKEN": refresh_token},
+        )
+    except cognito.exceptions.ClientError as e:
+        code = e.response.get("Error", {}).get("Code", "")
+        if code in ("NotAuthorizedException", "ResourceNotFoundException", "InvalidParameterException"):
+            raise SignInError("the session has ended: sign in again") from e
+        raise
+    return _tokens(resp["AuthenticationResult"])
+
+
+def sign_out(cognito: Any, access_token: str) -> None:
+    """GlobalSignOut with the session's access token: its refresh tokens are revoked (no renewal) and
+    its access tokens too. An access token already invalid is a session already ended."""
+    if not access_token:
+        return
+    try:
+        cognito.global_sign_out(AccessToken=access_token)
+    except cognito.exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code", "") != "NotAuthorizedException":
+            raise
 
 
 def add_user(cognito: Any, pool: str, username: str, password: str, groups: list[str]) -> None:

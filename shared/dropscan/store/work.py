@@ -56,9 +56,10 @@ class Work:
         obj = self.s3.get_object(Bucket=self.bucket, Key=key)
         return json.loads(gzip.decompress(obj["Body"].read()))
 
-    def put_text(self, key: str, text: str, content_type: str) -> None:
-        """A report or the manifest, as it is read by people and their tools."""
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=text.encode(), ContentType=content_type)
+    def put_text(self, key: str, text: str, content_type: str) -> str:
+        """A report or the manifest, as it is read by people and their tools; returns its ETag."""
+        resp = self.s3.put_object(Bucket=self.bucket, Key=key, Body=text.encode(), ContentType=content_type)
+        return str(resp["ETag"])
 
     def get_document(self, key: str, bucket: str | None = None) -> Any:
         """A plain JSON document (the manifest), from the results bucket unless ``bucket`` says."""

@@ -186,6 +186,8 @@ def overlay(all_rows: Sequence[Row], taken: Iterable[Decision], supplier: str) -
     over a global one, as a scan chooses): the review set as it stands now."""
     latest: dict[str, Decision] = {}
     for d in sorted(taken, key=lambda d: d.at):
+        if not d.subject.startswith("sha256:"):
+            continue  # a hunk's: its file's state follows once every hunk is accepted
         if d.scope == "supplier" and d.supplier != supplier:
             continue
         digest = d.subject.removeprefix("sha256:")

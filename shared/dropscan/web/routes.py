@@ -13,7 +13,7 @@ import json
 import os
 import re
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -23,17 +23,25 @@ from urllib.parse import parse_qs, quote
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 
+from dropscan.audit import hunk_decisions
 from dropscan.audit.decision_rules import DecisionError, choose, in_review_class, record
-from dropscan.models import VERDICTS
+from dropscan.models import VERDICTS, Decision
 from dropscan.reports import view
 from dropscan.web import render, review
 from dropscan.web.access import Forbidden, User, check_state_change, csrf_token, user_of
 
 if TYPE_CHECKING:
     from dropscan.store.desk import Desk, ScanEntry
+    from dropscan.web.index import Index
 
 #: the routes the HTTP API lets through without a token (template.yaml's WebFunction events say the same)
-PUBLIC_ROUTES = (("GET", "/"), ("GET", "/static/{name}"), ("POST", "/auth/signin"))
+PUBLIC_ROUTES = (
+    ("GET", "/"),
+    ("GET", "/static/{name}"),
+    ("POST", "/auth/signin"),
+    ("POST", "/auth/refresh"),  # the ID token may have expired: the refresh token is the credential
+    ("POST", "/auth/signout"),  # the access token is the credential
+)
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -49,7 +57,9 @@ HTML = "text/html; charset=utf-8"
 JSON = "application/json"
 SCAN_ID = re.compile(r"^s-[0-9a-f]{24}$")
 LINK_SECONDS = 300  # the reports' presigned links: short-lived, made afresh with each page
-ROWS_KEPT = 3
+HUNKS_SHOWN = 200
+#: what a single hunk may be decided as (a hunk is kept or not; rejecting is for a whole file)
+HUNK_VERDICTS = ("accepted", "needs-action")
 ORIGINS = {
     "upstream": "backport: every change is upstream's",
     "vendor": "vendor change",
@@ -67,6 +77,8 @@ class Backend:
 
     desk: Desk
     sign_in: Callable[[str, str], Any]  # (name, password) -> dropscan.store.identity.Tokens
+    renew: Callable[[str], Any]  # refresh token -> dropscan.store.identity.Tokens
+    sign_out: Callable[[str], None]  # access token -> the session's tokens revoked
 
     @classmethod
     def from_env(cls) -> Backend:
@@ -86,7 +98,12 @@ class Backend:
         )
         cognito = identity.client(get_settings().region, s.endpoint_url, signed=False)
         client_id = os.environ.get("USER_POOL_CLIENT_ID", "")
-        return cls(desk=desk, sign_in=lambda u, p: identity.sign_in(cognito, client_id, u, p))
+        return cls(
+            desk=desk,
+            sign_in=lambda u, p: identity.sign_in(cognito, client_id, u, p),
+            renew=lambda token: identity.refresh(cognito, client_id, token),
+            sign_out=lambda token: identity.sign_out(cognito, token),
+        )
 
 
 _backend: Backend | None = None
@@ -106,7 +123,6 @@ def use_backend(b: Backend | None) -> None:
     global _backend
     with _backend_lock:
         _backend = b
-        _rows.clear()
 
 
 app = APIGatewayHttpResolver()
@@ -165,50 +181,17 @@ def _scan_for(user: User, scan_id: str) -> ScanEntry:
     return entry
 
 
-def _manifest(entry: ScanEntry) -> dict[str, Any]:
-    m = backend().desk.manifest(entry.supplier, entry.scan_id)
-    if m is None:
+def _index(entry: ScanEntry) -> Index:
+    """The scan's desk index; Gone before its manifest is written."""
+    found = backend().desk.index(entry.supplier, entry.scan_id)
+    if found is None:
         raise Gone
-    return m
+    return found
 
 
-@dataclass
-class _Indexed:
-    """What is kept of a scan's manifest between requests: its review rows and their orders, and
-    where each path is (a file page looks one up among 120,000)."""
-
-    rows: list[review.Row]
-    orders: review.Orders
-    files_at: dict[str, int]
-    copies: dict[str, int]
-
-
-_rows: OrderedDict[tuple[str, str, int], _Indexed] = OrderedDict()
-_rows_lock = threading.Lock()
-
-
-def _indexed(scan_id: str, m: Mapping[str, Any]) -> _Indexed:
-    key = (scan_id, str(m.get("finished_at")), len(m["files"]))
-    with _rows_lock:
-        if key in _rows:
-            _rows.move_to_end(key)
-            return _rows[key]
-    rows = review.rows(m)
-    files = m["files"]
-    copies: dict[str, int] = {}
-    for f in files:
-        copies[f["sha256"]] = copies.get(f["sha256"], 0) + 1
-    built = _Indexed(rows, review.Orders(rows), {f["path"]: i for i, f in enumerate(files)}, copies)
-    with _rows_lock:
-        _rows[key] = built
-        while len(_rows) > ROWS_KEPT:
-            _rows.popitem(last=False)
-    return built
-
-
-def _current_rows(entry: ScanEntry, m: Mapping[str, Any]) -> list[review.Row]:
+def _current_rows(entry: ScanEntry, index: Index) -> list[review.Row]:
     taken = backend().desk.taken_in(entry.scan_id)
-    return review.overlay(_indexed(entry.scan_id, m).rows, taken, entry.supplier)
+    return review.overlay(index.rows, taken, entry.supplier)
 
 
 # ------------------------------------------------------------------ public
@@ -235,7 +218,35 @@ def signin() -> Response[str]:
         tokens = backend().sign_in(form.get("username", "").strip(), form.get("password", ""))
     except SignInError as e:
         return _json({"message": str(e)}, 401)
-    return _json({"id_token": tokens.id_token, "expires_in": tokens.expires_in})
+    return _json(_session(tokens))
+
+
+def _session(tokens: Any) -> dict[str, Any]:
+    out = {"id_token": tokens.id_token, "access_token": tokens.access_token, "expires_in": tokens.expires_in}
+    if tokens.refresh_token:
+        out["refresh_token"] = tokens.refresh_token
+    return out
+
+
+@app.post("/auth/refresh")
+def refresh() -> Response[str]:
+    """A new ID token for a session whose refresh token still holds (REFRESH_TOKEN_AUTH)."""
+    from dropscan.store.identity import SignInError
+
+    form = {k: v[0] for k, v in _form().items()}
+    try:
+        tokens = backend().renew(form.get("refresh_token", ""))
+    except SignInError as e:
+        return _json({"message": str(e)}, 401)
+    return _json(_session(tokens))
+
+
+@app.post("/auth/signout")
+def signout() -> Response[str]:
+    """Revoke the session's tokens (GlobalSignOut): its refresh token renews nothing any more."""
+    form = {k: v[0] for k, v in _form().items()}
+    backend().sign_out(form.get("access_token", ""))
+    return _json({"signed_out": True})
 
 
 # ------------------------------------------------------------------ pages
@@ -265,7 +276,11 @@ def supplier(name: str) -> Response[str]:
     return _html(render.page("supplier.html", title=name, user=user, csrf=csrf_token(user), s=s))
 
 
-_NOTICES = {"none": "Nothing was checked: no decision recorded."}
+_NOTICES = {
+    "none": "Nothing was checked: no decision recorded.",
+    "hunk-accepted": "Recorded: the hunk accepted, under your name.",
+    "hunk-needs-action": "Recorded: the hunk needs action, under your name.",
+}
 
 
 def _notice(params: Mapping[str, str]) -> str:
@@ -283,23 +298,23 @@ def _notice(params: Mapping[str, str]) -> str:
 def scan_page(scan_id: str) -> Response[str]:
     user = _user()
     entry = _scan_for(user, scan_id)
-    if backend().desk.manifest(entry.supplier, entry.scan_id) is None:
+    index = backend().desk.index(entry.supplier, entry.scan_id)
+    if index is None:
         message = (
             f"{entry.drop} is still being scanned ({entry.status}); its review set comes with its manifest."
         )
         return _html(
             render.page("error.html", title=entry.drop, message=message, user=user, csrf=csrf_token(user))
         )
-    m = _manifest(entry)
+    m = index.head
     params = _params()
     q = review.Query.parse(params)
-    pg = review.page(_current_rows(entry, m), q, orders=_indexed(entry.scan_id, m).orders)
+    pg = review.page(_current_rows(entry, index), q, orders=index.orders)
     desk = backend().desk
     keys = dict(m.get("reports") or {})
     from dropscan.keys import manifest_key
 
     keys["manifest"] = manifest_key(entry.supplier, entry.scan_id)
-    kinds = sorted({str(fl.get("kind")) for fl in m.get("flags") or []})
     body = render.page(
         "scan.html",
         title=view.drop_name(m),
@@ -319,8 +334,8 @@ def scan_page(scan_id: str) -> Response[str]:
         group_param=q.group,
         states_order=review.STATES,
         groups_order=review.GROUPS,
-        components=review.components(m),
-        flag_kinds=kinds,
+        components=m.get("components") or [],
+        flag_kinds=m.get("flag_kinds") or [],
         can_decide=user.can_decide(entry.supplier),
         notice=_notice(params),
     )
@@ -361,16 +376,16 @@ def file_page(scan_id: str) -> Response[str]:
 
     user = _user()
     entry = _scan_for(user, scan_id)
-    m = _manifest(entry)
+    index = _index(entry)
+    m = index.head
     params = _params()
     path = params.get("path", "")
-    index = _indexed(entry.scan_id, m)
-    at = index.files_at.get(path)
-    if at is None:
+    line = backend().desk.file_line(entry.supplier, entry.scan_id, index, path)
+    if line is None:
         raise Gone
-    f = m["files"][at]
+    f = line["f"]
     ev = view.evidence(f)
-    commits_of = view.cited_commits(m)
+    commits_of = line.get("commits") or {}
     cited = dict.fromkeys(str(h["commit"]) for h in (ev or {}).get("hunks") or [] if h.get("commit"))
     commits = [
         {
@@ -384,9 +399,10 @@ def file_page(scan_id: str) -> Response[str]:
     in_force = choose(backend().desk.decisions_for([f["sha256"]], entry.supplier), entry.supplier)
     state = ""
     if in_review_class(f):
-        row = review.rows({"files": [f], "flags": m.get("flags") or []})[0]
+        row = review.rows({"files": [f], "flags": line.get("flags") or []})[0]
         d = in_force.get(str(f["sha256"]))
         state = d.verdict if d and d.at > row.at else row.state
+    hunks = _hunks(user, entry, f)
     origin_label = ORIGINS.get(str((ev or {}).get("origin")), "")
     body = render.page(
         "file.html",
@@ -398,8 +414,8 @@ def file_page(scan_id: str) -> Response[str]:
         drop=view.drop_name(m),
         f=f,
         component=str(f.get("component") or "(top level)"),
-        copies=index.copies.get(f["sha256"], 1),
-        flags=[fl for fl in view.flags(m) if fl.get("path") == path],
+        copies=int(line.get("copies") or 1),
+        flags=line.get("flags") or [],
         licences=[view.finding_label(lic) for lic in view.licence_findings(f)],
         ev=ev,
         base=view.base_label((ev or {}).get("base")),
@@ -407,11 +423,48 @@ def file_page(scan_id: str) -> Response[str]:
         commits=commits,
         diff=render.trusted(diffs.body(path, ev, diffs.Budget())) if ev else "",
         decisions=history,
+        hunks=hunks,
         state=state,
         can_decide=user.can_decide(entry.supplier) and in_review_class(f),
         notice=_notice(params),
     )
     return _html(body)
+
+
+def _hunks(user: User, entry: ScanEntry, f: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The file's hunks to review: each with its place, origin, the decision in force and its history
+    on the desk (newest first); ``fp`` empty for a hunk past a patch cut short (not decidable alone)."""
+    todo = hunk_decisions.reviewed(f)
+    if not todo:
+        return []
+    keys = hunk_decisions.fingerprints(f)
+    desk = backend().desk
+    subjects = [hunk_decisions.subject(fp) for fp in keys.values()]
+    in_force = hunk_decisions.choose(desk.hunk_decisions(subjects, entry.supplier), entry.supplier)
+    out = []
+    for i in todo[:HUNKS_SHOWN]:
+        h = f["evidence"]["hunks"][i]
+        fp = keys.get(i, "")
+        d = in_force.get(fp) if fp else None
+        seen = desk.history_of_subject(hunk_decisions.subject(fp)) if fp else []
+        history = [
+            x
+            for x in seen
+            if user.can_read(x.supplier) and (x.scope == "global" or x.supplier == entry.supplier)
+        ]
+        out.append(
+            {
+                "i": i,
+                "fp": fp,
+                "place": f"-{h.get('old_start')},{h.get('old_lines')} "
+                f"+{h.get('new_start')},{h.get('new_lines')}",
+                "origin": str(h.get("origin")),
+                "state": d.verdict if d else "open",
+                "decision": d,
+                "history": sorted(history, key=lambda x: x.at, reverse=True),
+            }
+        )
+    return out
 
 
 # ------------------------------------------------------------------ decisions
@@ -429,15 +482,21 @@ def _decide(
     verdict, scope = one.get("verdict", ""), one.get("scope", "supplier")
     if scope not in user.scopes():
         raise Forbidden("deciding for every supplier needs the global-decisions group")
-    m = _manifest(entry)
+    index = _index(entry)
     paths = list(dict.fromkeys(form.get("path", [])))
     if one.get("select") == "matching":
         q = review.Query.parse({k[2:]: v for k, v in one.items() if k.startswith("f_")} | {"page": "1"})
-        paths = [r.path for r in review.matching(_current_rows(entry, m), q)]
+        paths = [r.path for r in review.matching(_current_rows(entry, index), q)]
     if not paths:
         return entry, 0, verdict
     decided = record(
-        m, paths=paths, verdict=verdict, by=user.name, at=now(), note=one.get("note", "")[:2000], scope=scope
+        index.decision_manifest(),
+        paths=paths,
+        verdict=verdict,
+        by=user.name,
+        at=now(),
+        note=one.get("note", "")[:2000],
+        scope=scope,
     )
     backend().desk.record(decided)
     return entry, len(decided), verdict
@@ -447,6 +506,76 @@ def _host() -> str:
     ev = app.current_event
     headers = {k.lower(): v for k, v in (ev.headers or {}).items()}
     return str(headers.get("host") or ev.request_context.domain_name or "")
+
+
+def _decide_hunk(user: User, scan_id: str, form: Mapping[str, str], token: str) -> tuple[str, str]:
+    """Record a decision on one hunk of a file (and, when it was the last hunk to accept, on the file);
+    returns (the file's path, the verdict)."""
+    from dropscan.store.scans import now
+
+    entry = _scan_for(user, scan_id)
+    check_state_change(user, token, app.current_event.headers or {}, _host())
+    if not user.can_decide(entry.supplier):
+        raise Forbidden("your role may read this supplier's findings, not decide on them")
+    verdict, scope = form.get("verdict", ""), form.get("scope", "supplier")
+    if scope not in user.scopes():
+        raise Forbidden("deciding for every supplier needs the global-decisions group")
+    if verdict not in HUNK_VERDICTS:
+        raise DecisionError(f"a hunk is {' or '.join(HUNK_VERDICTS)}, not {verdict!r}")
+    index = _index(entry)
+    path = form.get("path", "")
+    line = backend().desk.file_line(entry.supplier, entry.scan_id, index, path)
+    if line is None or not in_review_class(line["f"]):
+        raise Gone
+    f = line["f"]
+    keys = hunk_decisions.fingerprints(f)
+    try:
+        fp = keys[int(form.get("hunk", ""))]
+    except (ValueError, KeyError):
+        raise DecisionError("no such hunk to review in this file") from None
+    at = now()
+    d = Decision(
+        subject=hunk_decisions.subject(fp),
+        scope=scope,
+        supplier=entry.supplier,
+        verdict=verdict,
+        by=user.name,
+        at=at,
+        note=form.get("note", "")[:2000],
+        scan_id=entry.scan_id,
+        path=path,
+    )
+    desk = backend().desk
+    desk.record([d])
+    if verdict == "accepted":
+        subjects = [hunk_decisions.subject(x) for x in keys.values()]
+        chosen = hunk_decisions.choose(desk.hunk_decisions(subjects, entry.supplier), entry.supplier)
+        if hunk_decisions.all_accepted(f, chosen):
+            whole = record(
+                index.decision_manifest(),
+                paths=[path],
+                verdict="accepted",
+                by=user.name,
+                at=at,
+                note=hunk_decisions.NOTE,
+                scope="supplier",
+            )
+            desk.record(whole)
+    return path, verdict
+
+
+@app.post("/scans/<scan_id>/hunks")
+def decide_hunk(scan_id: str) -> Response[str]:
+    user = _user()
+    form = {k: v[0] for k, v in _form().items() if v}
+    try:
+        path, verdict = _decide_hunk(user, scan_id, form, form.get("csrf") or _header("x-csrf-token"))
+    except DecisionError as e:
+        return _html(
+            render.page("error.html", title="Not recorded", message=str(e), user=user, csrf=csrf_token(user)),
+            400,
+        )
+    return _see(f"/scans/{scan_id}/file?path={quote(path, safe='')}&done=hunk-{verdict}")
 
 
 @app.post("/scans/<scan_id>/decisions")
@@ -500,9 +629,8 @@ def api_scans(name: str) -> Response[str]:
 def api_review(scan_id: str) -> Response[str]:
     user = _user()
     entry = _scan_for(user, scan_id)
-    m = _manifest(entry)
-    orders = _indexed(entry.scan_id, m).orders
-    pg = review.page(_current_rows(entry, m), review.Query.parse(_params()), orders=orders)
+    index = _index(entry)
+    pg = review.page(_current_rows(entry, index), review.Query.parse(_params()), orders=index.orders)
     return _json(
         {
             "total": pg.total,

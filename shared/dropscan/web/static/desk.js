@@ -1,5 +1,5 @@
 // The review desk's one script. The HTTP API wants the Cognito ID token in an Authorization header,
-// which a browser never sends by itself: so the token lives in this tab's sessionStorage, every page
+// which a browser never sends by itself: so the tokens live in this tab's sessionStorage, every page
 // is fetched with it and put in place of the current one, and the page's path is kept after "#" so
 // that reloads, back/forward and links from e-mail work. Nothing is rendered here: the pages come
 // from the server, escaped; forms are sent as they are, with the session's CSRF token.
@@ -9,15 +9,67 @@
   let shown = null; // the path of the page on screen
   let wanted = null; // the path of the page being fetched
 
-  function token() {
+  // the session: the ID token the API wants, the access token sign-out revokes with, and the refresh
+  // token that renews the ID token (REFRESH_TOKEN_AUTH) a minute before it expires
+  const MARGIN = 60;
+  let renewing = null; // one renewal at a time
+  let timer = null;
+
+  function session() {
     const raw = sessionStorage.getItem(KEY);
     if (!raw) return null;
-    try {
-      const t = JSON.parse(raw);
-      if (Date.now() / 1000 < t.exp - 30) return t.id;
-    } catch (e) { /* a damaged entry: sign in again */ }
+    try { return JSON.parse(raw); } catch (e) { sessionStorage.removeItem(KEY); return null; }
+  }
+
+  function keep(body, previous) {
+    const s = {
+      id: body.id_token,
+      access: body.access_token || "",
+      refresh: body.refresh_token || (previous && previous.refresh) || "",
+      exp: Date.now() / 1000 + body.expires_in,
+    };
+    sessionStorage.setItem(KEY, JSON.stringify(s));
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(() => { renew(); }, Math.max(0, (body.expires_in - MARGIN) * 1000));
+    return s;
+  }
+
+  async function renew() {
+    const s = session();
+    if (!s || !s.refresh) { sessionStorage.removeItem(KEY); return null; }
+    if (!renewing) {
+      renewing = (async () => {
+        const resp = await fetch("/auth/refresh", {
+          method: "POST",
+          headers: { "Content-Type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams({ refresh_token: s.refresh }),
+        });
+        const body = await resp.json().catch(() => ({}));
+        if (!resp.ok || !body.id_token) { sessionStorage.removeItem(KEY); return null; }
+        return keep(body, s).id;
+      })().finally(() => { renewing = null; });
+    }
+    return renewing;
+  }
+
+  async function token() {
+    const s = session();
+    if (!s) return null;
+    if (s.id && Date.now() / 1000 < s.exp - MARGIN) return s.id;
+    return renew();
+  }
+
+  async function signOut() {
+    const s = session();
     sessionStorage.removeItem(KEY);
-    return null;
+    if (s && s.access) {
+      await fetch("/auth/signout", {
+        method: "POST",
+        headers: { "Content-Type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ access_token: s.access }),
+      }).catch(() => null);
+    }
+    location.assign("/");
   }
 
   function target() {
@@ -26,13 +78,19 @@
   }
 
   async function load(path, init, how) {
-    const t = token();
+    let t = await token();
     if (!t) { showSignIn(); return; }
     wanted = path;
     const opts = Object.assign({}, init || {});
-    opts.headers = Object.assign({ Authorization: "Bearer " + t }, opts.headers || {});
-    const resp = await fetch(path, opts);
-    if (resp.status === 401) { sessionStorage.removeItem(KEY); showSignIn(); return; }
+    const send = (id) => fetch(path, Object.assign({}, opts, {
+      headers: Object.assign({ Authorization: "Bearer " + id }, opts.headers || {}),
+    }));
+    let resp = await send(t);
+    if (resp.status === 401) { // expired meanwhile (a suspended laptop): renew once, then sign in
+      t = await renew();
+      if (t) resp = await send(t);
+      if (!t || resp.status === 401) { sessionStorage.removeItem(KEY); showSignIn(); return; }
+    }
     const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
     document.title = doc.title;
     document.body.replaceWith(doc.body);
@@ -64,7 +122,7 @@
       err.hidden = false;
       return;
     }
-    sessionStorage.setItem(KEY, JSON.stringify({ id: body.id_token, exp: Date.now() / 1000 + body.expires_in }));
+    keep(body, null);
     load(target(), {}, "replace");
   }
 
@@ -73,8 +131,7 @@
     if (!a || a.target || a.hasAttribute("download") || ev.ctrlKey || ev.metaKey || ev.shiftKey) return;
     if (a.hasAttribute("data-signout")) {
       ev.preventDefault();
-      sessionStorage.removeItem(KEY);
-      location.assign("/");
+      signOut();
       return;
     }
     const raw = a.getAttribute("href") || "";
@@ -125,7 +182,7 @@
   window.addEventListener("hashchange", follow);
 
   if (document.body.dataset.page === "signin") {
-    if (token()) load(target(), {}, "replace");
+    if (session()) load(target(), {}, "replace");
     else showSignIn();
   }
 })();
