@@ -65,6 +65,18 @@ def choose(decisions: Iterable[Decision], supplier: str) -> dict[str, Decision]:
     return chosen
 
 
+def decision_mark(d: Decision) -> dict[str, Any]:
+    """What a manifest records of a decision on the file or hunk it applies to."""
+    return {
+        "verdict": d.verdict,
+        "by": d.by,
+        "at": d.at,
+        "note": d.note,
+        "scope": d.scope,
+        "scan_id": d.scan_id,
+    }
+
+
 def review_digests(files: Iterable[Mapping[str, Any]]) -> set[str]:
     """The contents a scan asks the decisions table about: those of its review set."""
     return {f["sha256"] for f in files if in_review_class(f)}
@@ -79,16 +91,7 @@ def attach(files: Iterable[dict[str, Any]], chosen: Mapping[str, Decision]) -> i
         d = chosen.get(f["sha256"])
         if d is None:
             continue
-        f["decision"] = {
-            "verdict": d.verdict,
-            "by": d.by,
-            "at": d.at,
-            "note": d.note,
-            "scope": d.scope,
-            "scan_id": d.scan_id,
-            "flags": list(d.flags),
-            "licenses": list(d.licenses),
-        }
+        f["decision"] = decision_mark(d) | {"flags": list(d.flags), "licenses": list(d.licenses)}
         n += 1
     return n
 

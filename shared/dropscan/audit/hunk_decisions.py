@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dropscan.audit.decision_rules import flag_id, in_review_class, licence_ids
+from dropscan.audit.decision_rules import decision_mark, flag_id, in_review_class, licence_ids
 from dropscan.audit.hunks import fingerprint
 from dropscan.models import Decision
 
@@ -135,11 +135,11 @@ def apply(manifest: dict[str, Any], decisions: Iterable[Decision]) -> int:
         for i, fp in fingerprints(f).items():
             d = chosen.get(fp)
             if d is not None:
-                f["evidence"]["hunks"][i]["decision"] = _mark(d)
+                f["evidence"]["hunks"][i]["decision"] = decision_mark(d)
         accepted = None if f.get("decision") else all_accepted(f, chosen)
         if accepted:
             last = max(accepted, key=lambda d: d.at)
-            f["decision"] = _mark(last) | {
+            f["decision"] = decision_mark(last) | {
                 "verdict": "accepted",
                 "note": NOTE,
                 "flags": sorted(flags_at.get(str(f["path"]), set())),
@@ -148,14 +148,3 @@ def apply(manifest: dict[str, Any], decisions: Iterable[Decision]) -> int:
             }
             n += 1
     return n
-
-
-def _mark(d: Decision) -> dict[str, Any]:
-    return {
-        "verdict": d.verdict,
-        "by": d.by,
-        "at": d.at,
-        "note": d.note,
-        "scope": d.scope,
-        "scan_id": d.scan_id,
-    }
