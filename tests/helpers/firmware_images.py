@@ -73,6 +73,39 @@ BOOTLOADER_SPAN = 512 * 1024
 ERASE_BLOCK = 128 * 1024
 LOAD_ADDRESS = "0x80100000"
 
+# The 64 MB router of the speed clause (issue 35, bench/firmware_unpack.py): the router above with what a
+# larger one ships (Wi-Fi supplicant and access point, DNS and DHCP, a web server, VPN, TLS, curl,
+# tcpdump, Python, libxml2 with ICU, a DLNA server with FFmpeg's libraries and codecs) and the libraries
+# they need, Debian's infrastructure (dpkg, perl, debconf, PAM) and glibc's gconv modules left out, and
+# the kernel's Wi-Fi, Ethernet and USB network drivers: about 1,000 ELF files in a 64 MB image of the
+# same layout (uImage, then squashfs xz), in .cache/firmware/router64.
+LARGE = "router64"
+LARGE_IMAGE = "router64.bin"
+LARGE_PACKAGES = (
+    "wpasupplicant", "hostapd", "libnl-3-200", "libnl-genl-3-200", "libnl-route-3-200", "libpcsclite1",
+    "libdbus-1-3", "dnsmasq-base", "iproute2", "libbpf1", "libelf1", "libcap2", "libselinux1",
+    "libpcre2-8-0", "libdb5.3", "libbsd0", "libmd0", "libtirpc3", "iw", "tcpdump", "libpcap0.8", "ppp",
+    "openvpn", "liblzo2-2", "liblz4-1", "libpkcs11-helper1", "libcap-ng0", "lighttpd", "libxxhash0",
+    "openssl", "libssl3", "curl", "libcurl4", "libnghttp2-14", "libpsl5", "librtmp1", "libssh2-1",
+    "libbrotli1", "libidn2-0", "libunistring2", "libzstd1", "liblzma5", "libgnutls30", "libp11-kit0",
+    "libtasn1-6", "libnettle8", "libhogweed6", "libgmp10", "libffi8", "libldap-2.5-0", "libsasl2-2",
+    "libsasl2-modules-db", "libgssapi-krb5-2", "libkrb5-3", "libk5crypto3", "libkrb5support0",
+    "libkeyutils1", "libcom-err2", "libjansson4", "libnftables1", "libgcrypt20", "libgpg-error0",
+    "libatomic1", "libstdc++6", "python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib",
+    "libexpat1", "libreadline8", "libncursesw6", "libtinfo6", "libsqlite3-0", "libbz2-1.0", "libnsl2",
+    "libuuid1", "libxml2", "libicu72", "minidlna", "libavformat59", "libavcodec59", "libavutil57",
+    "libswresample4", "libexif12", "libid3tag0", "libjpeg62-turbo", "libflac12", "libogg0", "libvorbis0a",
+    "libx264-164", "libx265-199", "libvpx7", "libdav1d6", "libopus0", "libmp3lame0",
+)  # fmt: skip
+LARGE_MODULE_DIRS = (
+    *MODULE_DIRS,
+    "kernel/net/wireless",
+    "kernel/net/mac80211",
+    "kernel/drivers/net/wireless",
+    "kernel/drivers/net/ethernet",
+    "kernel/drivers/net/usb",
+)
+
 REQUIRE_ENV = "DROPSCAN_REQUIRE_FIRMWARE"
 CACHE_ENV = "DROPSCAN_FIRMWARE_DIR"
 
@@ -134,8 +167,9 @@ def _kernel_package() -> str:
     return names[-1]
 
 
-def build_rootfs(debs: list[Path], root: Path) -> dict[str, str]:
-    """The router's file system from the packages; returns the package versions by name."""
+def build_rootfs(debs: list[Path], root: Path, module_dirs: tuple[str, ...] = MODULE_DIRS) -> dict[str, str]:
+    """The router's file system from the packages, with the kernel's modules of ``module_dirs``; returns
+    the package versions by name."""
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     versions = {}
@@ -149,7 +183,7 @@ def build_rootfs(debs: list[Path], root: Path) -> dict[str, str]:
         else:
             run("dpkg-deb", "-x", deb, staging if name.startswith("linux-image-") else root)
     shutil.rmtree(root / "usr" / "share", ignore_errors=True)
-    _add_kernel_modules(staging, root)
+    _add_kernel_modules(staging, root, module_dirs)
     for folder, names in BUSYBOX_LINKS.items():
         (root / folder).mkdir(parents=True, exist_ok=True)
         for name in names:
@@ -165,7 +199,7 @@ def build_rootfs(debs: list[Path], root: Path) -> dict[str, str]:
     return versions
 
 
-def _add_kernel_modules(staging: Path, root: Path) -> None:
+def _add_kernel_modules(staging: Path, root: Path, module_dirs: tuple[str, ...]) -> None:
     """The router's subset of the kernel package's modules, its config beside them, the kernel aside."""
     (release_dir,) = (staging / "lib" / "modules").iterdir()
     target = root / "lib" / "modules" / release_dir.name
@@ -173,9 +207,9 @@ def _add_kernel_modules(staging: Path, root: Path) -> None:
     for item in release_dir.iterdir():
         if item.is_file():
             shutil.copy2(item, target / item.name)
-    for sub in MODULE_DIRS:
+    for sub in module_dirs:
         if (release_dir / sub).is_dir():
-            shutil.copytree(release_dir / sub, target / sub)
+            shutil.copytree(release_dir / sub, target / sub, dirs_exist_ok=True)
 
 
 def kernel_payload(staging: Path) -> tuple[str, bytes]:
@@ -236,14 +270,7 @@ def build_images(root: Path, staging: Path, out: Path) -> dict[str, str]:
     ini.unlink()
     images["rootfs.ubi"] = "UBI holding a UBIFS volume"
     release, payload = kernel_payload(staging)
-    lzma_kernel = out / "vmlinux.bin.lzma"
-    lzma_kernel.write_bytes(lzma.compress(payload, format=lzma.FORMAT_ALONE))
-    uimage = out / "uImage"
-    run(
-        "mkimage", "-A", "mips", "-O", "linux", "-T", "kernel", "-C", "lzma", "-a", LOAD_ADDRESS,
-        "-e", LOAD_ADDRESS, "-n", f"Linux-{release}", "-d", lzma_kernel, uimage,
-    )  # fmt: skip
-    lzma_kernel.unlink()
+    uimage = make_uimage(release, payload, out / "uImage")
     images[uimage.name] = "legacy uImage, LZMA kernel"
     raw = out / "vmlinux.bin"
     raw.write_bytes(payload)
@@ -258,15 +285,32 @@ def build_images(root: Path, staging: Path, out: Path) -> dict[str, str]:
     raw.unlink()
     for suffix in ("gz", "xz", "zst", "lz4"):
         images[f"vmlinux.bin.{suffix}"] = f"the raw kernel, compressed ({suffix})"
-    kernel = uimage.read_bytes()
-    kernel += b"\xff" * (-len(kernel) % ERASE_BLOCK)
-    (out / "router.bin").write_bytes(kernel + (out / "rootfs-xz.squashfs").read_bytes())
+    openwrt(uimage, out / "rootfs-xz.squashfs", out / "router.bin")
     images["router.bin"] = "OpenWrt-style: uImage padded to an erase block, then squashfs xz"
     loader = (root.parent / "bootloader" / BOOTLOADER).read_bytes()
     loader += b"\xff" * (BOOTLOADER_SPAN - len(loader))
     (out / "flash.bin").write_bytes(loader + (out / "router.bin").read_bytes())
     images["flash.bin"] = "a whole flash: U-Boot (512 KiB), then router.bin"
     return images
+
+
+def make_uimage(release: str, payload: bytes, target: Path) -> Path:
+    """A legacy uImage of the kernel, LZMA-compressed, as OpenWrt's MIPS targets pack it."""
+    lzma_kernel = target.with_name("vmlinux.bin.lzma")
+    lzma_kernel.write_bytes(lzma.compress(payload, format=lzma.FORMAT_ALONE))
+    run(
+        "mkimage", "-A", "mips", "-O", "linux", "-T", "kernel", "-C", "lzma", "-a", LOAD_ADDRESS,
+        "-e", LOAD_ADDRESS, "-n", f"Linux-{release}", "-d", lzma_kernel, target,
+    )  # fmt: skip
+    lzma_kernel.unlink()
+    return target
+
+
+def openwrt(uimage: Path, rootfs: Path, target: Path) -> None:
+    """OpenWrt's layout: the uImage padded to an erase block, then the squashfs."""
+    kernel = uimage.read_bytes()
+    kernel += b"\xff" * (-len(kernel) % ERASE_BLOCK)
+    target.write_bytes(kernel + rootfs.read_bytes())
 
 
 def _gzip(data: bytes) -> bytes:
@@ -323,10 +367,74 @@ def build(cache: Path) -> Path:
     return target
 
 
+def build_large(cache: Path) -> Path:
+    """The 64 MB router into ``cache/router64`` (once per recipe; the small images are left as they are):
+    ``images/router64.bin`` with its ``uImage`` and ``rootfs-xz.squashfs``; returns its truth.json."""
+    base = cache / LARGE
+    target = base / "truth.json"
+    names = ("uImage", "rootfs-xz.squashfs", LARGE_IMAGE)
+    if target.is_file():
+        built = json.loads(target.read_text())
+        if built.get("recipe") == recipe() and all((base / "images" / n).is_file() for n in names):
+            return target
+    debs = apt_download(cache / "debs")
+    extra = cache / "debs-router64"
+    extra.mkdir(parents=True, exist_ok=True)
+    have = {p.name.split("_")[0] for p in extra.glob("*.deb")}
+    missing = [f"{p}:{ARCH}" for p in LARGE_PACKAGES if p not in have]
+    if missing:
+        run("apt-get", "download", "-qq", *missing, cwd=extra)
+    root = base / "work" / "rootfs"
+    versions = build_rootfs([*debs, *sorted(extra.glob("*.deb"))], root, LARGE_MODULE_DIRS)
+    shutil.rmtree(root / "usr" / "lib" / f"{ARCH}-linux-gnu" / "gconv")  # iconv's: a router has none
+    out = base / "images"
+    out.mkdir(parents=True, exist_ok=True)
+    rootfs = out / "rootfs-xz.squashfs"
+    rootfs.unlink(missing_ok=True)
+    run("mksquashfs", root, rootfs, "-comp", "xz", "-all-root", "-noappend", "-quiet", "-no-progress")
+    release, payload = kernel_payload(base / "work" / "kernel-package")
+    openwrt(make_uimage(release, payload, out / "uImage"), rootfs, out / LARGE_IMAGE)
+    images = {
+        "uImage": "legacy uImage, LZMA kernel",
+        rootfs.name: "squashfs 4.0, xz",
+        LARGE_IMAGE: "OpenWrt-style: uImage padded to an erase block, then squashfs xz",
+    }
+    facts = truth(root, release, versions, images) | {"recipe": recipe(), "elf_files": _elf_files(root)}
+    target.write_text(json.dumps(facts, indent=1, sort_keys=True))
+    return target
+
+
+def large_cache() -> Path:
+    """The 64 MB router's folder; a test skips without it, unless ``DROPSCAN_REQUIRE_FIRMWARE`` is set."""
+    base = default_cache() / LARGE
+    if (base / "truth.json").is_file():
+        return base
+    if os.environ.get(REQUIRE_ENV):
+        pytest.fail(f"{base}/truth.json missing and {REQUIRE_ENV} is set: run `make firmware-router64`")
+    pytest.skip(f"no 64 MB router in {base} (make firmware-router64)")
+
+
+def _elf_files(root: Path) -> int:
+    count = 0
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            with path.open("rb") as handle:
+                count += handle.read(4) == b"\x7fELF"
+    return count
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=default_cache())
+    parser.add_argument("--router64", action="store_true", help="the 64 MB router alone (router64/)")
     args = parser.parse_args(argv)
+    if args.router64:
+        target = build_large(args.cache)
+        facts = json.loads(target.read_text())
+        image = target.parent / "images" / LARGE_IMAGE
+        print(f"64 MB router: {image} ({image.stat().st_size:,} bytes, {facts['elf_files']} ELF files)",
+              file=sys.stderr)  # fmt: skip
+        return 0
     target = build(args.cache)
     print(f"firmware cases: {target.parent / 'images'} ({target})", file=sys.stderr)
     return 0

@@ -31,7 +31,12 @@ from dropscan.archive import binding
 from dropscan.archive.limits import LimitExceeded, Limits, size_text
 
 BLOCK = 1 << 20
+# a running tool's output tree is measured every POLL_SECONDS, or less often when measuring it costs
+# more than POLL_SHARE of the time (a tree of thousands of files: the walk would take a core from the
+# tool), but at least every POLL_MAX_SECONDS
 POLL_SECONDS = 0.2
+POLL_SHARE = 0.05
+POLL_MAX_SECONDS = 1.0
 
 
 class ExtractError(Exception):
@@ -106,14 +111,18 @@ def run_tool(argv: list[str], out: Path, budget: Budget) -> None:
     # the tool's messages go to a file: a pipe nobody reads while polling would block a chatty tool
     with tempfile.TemporaryFile() as log:
         with subprocess.Popen(argv, stdout=log, stderr=log, preexec_fn=limit_files, cwd=out) as proc:
+            interval = POLL_SECONDS
             try:
                 while True:
                     try:
-                        proc.wait(POLL_SECONDS)
+                        proc.wait(interval)
                         break
                     except subprocess.TimeoutExpired:
+                        began = time.monotonic()
                         written, entries = tree_size(out)
                         _check_running(budget, written, entries)
+                        spent = time.monotonic() - began
+                        interval = min(POLL_MAX_SECONDS, max(POLL_SECONDS, spent / POLL_SHARE))
             except BaseException:
                 proc.kill()
                 proc.wait()
