@@ -77,6 +77,13 @@ def _peak_mb() -> float:
     return max(own, tools) / 1024
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and of the tools and workers it waited for (the load on a shared
+    machine moves the wall clock more than this)."""
+    own, done = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
+
+
 def one_floor(image: Path, whole: bool) -> dict[str, Any]:
     """The tools alone (in this process): unsquashfs of the rootfs at its offset, and with ``whole``
     dumpimage and xz for the kernel first."""
@@ -86,6 +93,7 @@ def one_floor(image: Path, whole: bool) -> dict[str, Any]:
     rootfs, kernel = finds["squashfs"], finds["uimage"]
     out = Path(tempfile.mkdtemp(prefix="floor-"))
     try:
+        cpu = _cpu_s()
         started = time.perf_counter()
         if whole:
             uimage = out / "uImage"
@@ -102,9 +110,10 @@ def one_floor(image: Path, whole: bool) -> dict[str, Any]:
             stdout=subprocess.DEVNULL,
         )
         seconds = time.perf_counter() - started
+        cpu = _cpu_s() - cpu
     finally:
         shutil.rmtree(out)
-    return {"seconds": seconds, "peak_rss_mb": _peak_mb()}
+    return {"seconds": seconds, "cpu_s": cpu, "peak_rss_mb": _peak_mb()}
 
 
 def one_stage(image: Path, drop: Path, profile: Path | None) -> dict[str, Any]:
@@ -117,15 +126,18 @@ def one_stage(image: Path, drop: Path, profile: Path | None) -> dict[str, Any]:
 
         profiler = cProfile.Profile()
         profiler.enable()
+    cpu = _cpu_s()
     started = time.perf_counter()
     section = firmware_section(image, MANIFEST, drop)
     seconds = time.perf_counter() - started
+    cpu = _cpu_s() - cpu
     if profiler is not None and profile is not None:
         profiler.disable()
         profiler.dump_stats(str(profile))
     elf = sum(1 for b in section["binaries"] if b["elf"] is not None)
     return {
         "seconds": seconds,
+        "cpu_s": cpu,
         "peak_rss_mb": _peak_mb(),
         "steps": section["seconds"],
         "files": section["summary"]["files"],
@@ -208,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
         "stage_steps_s": steps,
         "ratio_whole_image": stage_s / whole_s,
         "ratio_unsquashfs": stage_s / floor_s,
+        "cpu_s": {
+            "stage": _median(stages, "cpu_s"),
+            "floor_whole_image": _median(wholes, "cpu_s"),
+            "floor_unsquashfs": _median(floors, "cpu_s"),
+        },
         "peak_rss_mb": {
             "stage": max(s["peak_rss_mb"] for s in stages),
             "floor_whole_image": max(w["peak_rss_mb"] for w in wholes),
@@ -216,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             "floor_unsquashfs": [f["seconds"] for f in floors],
             "floor_whole_image": [w["seconds"] for w in wholes],
             "stage": [s["seconds"] for s in stages],
+            "stage_steps": [s["steps"] for s in stages],
         },
     }
     text = json.dumps(report, indent=1)

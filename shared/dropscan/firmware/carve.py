@@ -122,6 +122,8 @@ class _Walk:
         self.budget = budget
         self.scratch = scratch
         self.count = 0
+        # extractions started ahead of their turn: (source, offset) -> (their folder, the tool)
+        self.ahead: dict[tuple[Path, int], tuple[Path, extractors.Running]] = {}
 
     def _dir(self) -> Path:
         self.count += 1
@@ -137,19 +139,45 @@ class _Walk:
         position = 0
         read_any = False
         claimed: list[tuple[int, int]] = []
-        for found in finds:
-            if found.offset < position:
-                continue
-            self.budget.check_time()
-            span = self._one(source, name, found, finds, depth)
-            if span is None:
-                continue
-            read_any = True
-            position = found.offset + max(span, 1)
-            claimed.append((found.offset, position))
+        self._start_ahead(source, finds)
+        try:
+            for found in finds:
+                if found.offset < position:
+                    continue
+                self.budget.check_time()
+                span = self._one(source, name, found, finds, depth)
+                if span is None:
+                    continue
+                read_any = True
+                position = found.offset + max(span, 1)
+                claimed.append((found.offset, position))
+        finally:
+            self._stop_ahead(source)
         if depth == 0:
             self._gaps(source, name, claimed)
         return read_any
+
+    def _start_ahead(self, source: Path, finds: list[formats.Found]) -> None:
+        """The first squashfs after another blob (OpenWrt's rootfs after its kernel) is extracted from
+        now on, beside the blobs before it: unsquashfs leaves a core idle much of the time, and the
+        kernel's LZMA and search take one (docs/firmware.md). Its budget is charged in turn."""
+        ahead = next((f for f in finds[1:] if f.fmt == "squashfs"), None)
+        if ahead is None:
+            return
+        out = self._dir()
+        try:
+            running = extractors.start_squashfs(source, ahead.offset, out / "root", self.budget)
+        except ExtractError:
+            shutil.rmtree(out, ignore_errors=True)
+            return  # unsquashfs is missing: the blob's turn says so
+        self.ahead[(source, ahead.offset)] = (out, running)
+
+    def _stop_ahead(self, source: Path) -> None:
+        """An extraction started ahead whose blob was never reached (inside another, or a limit first)."""
+        for key in [k for k in self.ahead if k[0] == source]:
+            out, running = self.ahead.pop(key)
+            running.stop()
+            shutil.rmtree(out, ignore_errors=True)
 
     def _gaps(self, source: Path, name: str, claimed: list[tuple[int, int]]) -> None:
         """The image's bytes no format claimed (a bootloader before the kernel, a raw blob), as files
@@ -173,10 +201,10 @@ class _Walk:
     ) -> int | None:
         """Extract one blob; the bytes it spans, or None when a weak magic was not a format after all."""
         path = f"{name}@{found.offset:#x}:{found.fmt}"
-        out = self._dir()
+        out, running = self.ahead.pop((source, found.offset), None) or (self._dir(), None)
         length = found.length if found.length is not None else _to_next(found, finds, source)
         try:
-            span = self._extract(source, found, length, out, path, depth)
+            span = self._extract(source, found, length, out, path, depth, running)
         except ExtractError as error:
             shutil.rmtree(out, ignore_errors=True)
             if found.offset != 0 and found.fmt not in STRONG:
@@ -192,9 +220,20 @@ class _Walk:
         return span
 
     def _extract(
-        self, source: Path, found: formats.Found, length: int | None, out: Path, path: str, depth: int
+        self,
+        source: Path,
+        found: formats.Found,
+        length: int | None,
+        out: Path,
+        path: str,
+        depth: int,
+        running: extractors.Running | None = None,
     ) -> int:
         fmt, budget = found.fmt, self.budget
+        if running is not None:  # a squashfs started ahead
+            running.finish()
+            self._tree(out / "root", path, depth)
+            return length if length is not None else source.stat().st_size - found.offset
         if fmt in formats.STREAMS:
             target = out / "data"
             span = extractors.decompress(source, found.offset, fmt, target, budget)

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -102,42 +103,84 @@ def tree_size(root: Path) -> tuple[int, int]:
 
 def run_tool(argv: list[str], out: Path, budget: Budget) -> None:
     """Run an extractor writing into ``out``, stopped past the budget; ExtractError on its failure."""
-    member = budget.limits.member_bytes
+    Running(argv, out, budget).finish()
 
-    def limit_files() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (member, member))
 
-    out.mkdir(parents=True, exist_ok=True)
-    # the tool's messages go to a file: a pipe nobody reads while polling would block a chatty tool
-    with tempfile.TemporaryFile() as log:
-        with subprocess.Popen(argv, stdout=log, stderr=log, preexec_fn=limit_files, cwd=out) as proc:
-            interval = POLL_SECONDS
-            try:
-                while True:
-                    try:
-                        proc.wait(interval)
-                        break
-                    except subprocess.TimeoutExpired:
-                        began = time.monotonic()
-                        written, entries = tree_size(out)
-                        _check_running(budget, written, entries)
-                        spent = time.monotonic() - began
-                        interval = min(POLL_MAX_SECONDS, max(POLL_SECONDS, spent / POLL_SHARE))
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
-        log.seek(0)
-        stderr = log.read(1 << 20).decode("utf-8", "replace")
-    written, entries = tree_size(out)
-    budget.charge(written, entries)
-    if proc.returncode == -25 or "File too large" in stderr:  # SIGXFSZ: RLIMIT_FSIZE was hit
-        raise LimitExceeded(f"a member over {size_text(member)}")
-    if proc.returncode != 0:
-        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-        raise ExtractError(
-            f"{Path(argv[0]).name} failed: {lines[-1] if lines else f'exit {proc.returncode}'}"[:300]
+class Running:
+    """An extractor started now, writing into ``out``: a thread measures its output tree while it runs
+    and stops it past the budget; ``finish`` waits for it and charges the budget with what it wrote (so
+    the caller can do other work meanwhile, and the budget is charged in the caller's order)."""
+
+    def __init__(self, argv: list[str], out: Path, budget: Budget) -> None:
+        self.argv, self.out, self.budget = argv, out, budget
+        member = budget.limits.member_bytes
+
+        def limit_files() -> None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (member, member))
+
+        out.mkdir(parents=True, exist_ok=True)
+        # the tool's messages go to a file: a pipe nobody reads while polling would block a chatty tool
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by finish() or stop()
+        self._proc = subprocess.Popen(
+            argv, stdout=self._log, stderr=self._log, preexec_fn=limit_files, cwd=out
         )
+        self._error: BaseException | None = None
+        self._stopped = threading.Event()
+        self._watch = threading.Thread(target=self._measure, daemon=True)
+        self._watch.start()
+
+    def _measure(self) -> None:
+        interval = POLL_SECONDS
+        while not self._stopped.is_set():
+            try:
+                self._proc.wait(interval)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+            began = time.monotonic()
+            try:
+                written, entries = tree_size(self.out)
+                _check_running(self.budget, written, entries)
+            except BaseException as error:  # raised by finish(), in the caller's thread
+                self._error = error
+                self._proc.kill()
+                return
+            interval = min(POLL_MAX_SECONDS, max(POLL_SECONDS, (time.monotonic() - began) / POLL_SHARE))
+
+    def stop(self) -> None:
+        """The output is not wanted (the caller removes ``out``): the tool is killed."""
+        self._stopped.set()
+        self._proc.kill()
+        self._proc.wait()
+        self._watch.join()
+        self._log.close()
+
+    def finish(self) -> None:
+        """Wait for the tool; LimitExceeded past the budget, ExtractError on its failure."""
+        try:
+            self._watch.join()
+            self._proc.wait()
+        except BaseException:
+            self.stop()
+            raise
+        try:
+            if self._error is not None:
+                raise self._error
+            self._log.seek(0)
+            stderr = self._log.read(1 << 20).decode("utf-8", "replace")
+        finally:
+            self._log.close()
+        written, entries = tree_size(self.out)
+        self.budget.charge(written, entries)
+        member = self.budget.limits.member_bytes
+        if self._proc.returncode == -25 or "File too large" in stderr:  # SIGXFSZ: RLIMIT_FSIZE was hit
+            raise LimitExceeded(f"a member over {size_text(member)}")
+        if self._proc.returncode != 0:
+            lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+            raise ExtractError(
+                f"{Path(self.argv[0]).name} failed: "
+                f"{lines[-1] if lines else f'exit {self._proc.returncode}'}"[:300]
+            )
 
 
 def _check_running(budget: Budget, written: int, entries: int) -> None:
@@ -172,8 +215,13 @@ def segment(source: Path, offset: int, length: int | None, target: Path, budget:
 
 def squashfs(source: Path, offset: int, dest: Path, budget: Budget) -> None:
     """unsquashfs at ``offset`` of ``source`` (no copy of the blob): it creates ``dest`` itself."""
+    start_squashfs(source, offset, dest, budget).finish()
+
+
+def start_squashfs(source: Path, offset: int, dest: Path, budget: Budget) -> Running:
+    """unsquashfs started, to be finished (or stopped) by the caller."""
     argv = [tool("unsquashfs"), "-n", "-no-xattrs", "-o", str(offset), "-d", str(dest), str(source)]
-    run_tool(argv, dest.parent, budget)
+    return Running(argv, dest.parent, budget)
 
 
 def ext(image: Path, dest: Path, budget: Budget) -> None:
