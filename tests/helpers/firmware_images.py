@@ -8,6 +8,10 @@ are packed: squashfs (xz and gzip), cpio and an initramfs, ext4 (``mke2fs -d``),
 the two (kernel, padded to an erase block, then the squashfs). ``truth.json`` says what went in: every
 regular file of the rootfs with its SHA-256, the links, the kernel release and the packages' versions.
 
+``--router64`` (``make firmware-router64``) builds the 64 MB router of the speed clause instead, in
+``.cache/firmware/router64`` (``build_large``): more packages and drivers, about 1,000 ELF files, the
+same layout; ``bench/firmware_stage.py`` runs the firmware stage on it.
+
 Tests find the cache through :func:`firmware_cache` and skip only when it is absent and
 ``DROPSCAN_REQUIRE_FIRMWARE`` is unset.
 """
@@ -402,16 +406,6 @@ def build_large(cache: Path) -> Path:
     facts = truth(root, release, versions, images) | {"recipe": recipe(), "elf_files": _elf_files(root)}
     target.write_text(json.dumps(facts, indent=1, sort_keys=True))
     return target
-
-
-def large_cache() -> Path:
-    """The 64 MB router's folder; a test skips without it, unless ``DROPSCAN_REQUIRE_FIRMWARE`` is set."""
-    base = default_cache() / LARGE
-    if (base / "truth.json").is_file():
-        return base
-    if os.environ.get(REQUIRE_ENV):
-        pytest.fail(f"{base}/truth.json missing and {REQUIRE_ENV} is set: run `make firmware-router64`")
-    pytest.skip(f"no 64 MB router in {base} (make firmware-router64)")
 
 
 def _elf_files(root: Path) -> int:
