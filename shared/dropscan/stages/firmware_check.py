@@ -85,7 +85,9 @@ def firmware_section(
         applets = _applet_check(found, sources)
         clock["files_and_checks"] = time.monotonic() - started
     finally:
+        started = time.monotonic()
         shutil.rmtree(work, ignore_errors=True)
+        clock["cleanup"] = time.monotonic() - started  # a second here: ext4 mounted with discard
     section = _section(image, unpacked, found, matches, kernel, applets, clock)
     section["components"] = files
     return section
