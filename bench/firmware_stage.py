@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         _child(*stage, "--profile", str(args.profile))
     stage_s, floor_s, whole_s = (_median(x, "seconds") for x in (stages, floors, wholes))
     steps = {k: statistics.median(s["steps"].get(k, 0.0) for s in stages) for k in stages[0]["steps"]}
-    without = float(statistics.median(s["seconds"] - s["steps"]["cleanup"] for s in stages))
+    without = float(statistics.median(s["seconds"] - s["steps"].get("cleanup", 0.0) for s in stages))
     last = stages[-1]
     report = {
         "image": str(image),
