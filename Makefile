@@ -40,7 +40,7 @@ lint: install $(SAM)
 	$(BIN)/mypy shared/dropscan functions tests
 	$(BIN)/cfn-lint template.yaml
 	$(SAM) validate --lint --template-file template.yaml
-	$(BIN)/hadolint infra/triage.Dockerfile
+	$(BIN)/hadolint infra/triage.Dockerfile infra/firmware.Dockerfile
 
 # The packaging test (tests/package) runs on the artefacts `make package` builds: about 25 s to build,
 # 20 s to test, so it is part of every test run.
