@@ -5,8 +5,6 @@ source, a .config for another architecture, a renamed BusyBox folder found by it
 
 from __future__ import annotations
 
-import io
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -18,31 +16,9 @@ from dropscan.stages.firmware_check import attach, firmware_section
 from dropscan.store.services import current_services
 
 from helpers.builders import busybox_orig
+from helpers.firmware_drops import firmware_drop as _drop
+from helpers.firmware_drops import mips_kernel_config
 from helpers.firmware_images import firmware_cache
-
-KERNEL_MAKEFILE = "VERSION = 6\nPATCHLEVEL = 1\nSUBLEVEL = 176\nEXTRAVERSION =\nNAME = Curry Ramen\n"
-BUSYBOX_CONFIG = "CONFIG_LS=y\nCONFIG_ASH=y\n# CONFIG_HTTPD is not set\n"
-
-
-def _drop(
-    target: Path, busybox_prefix: str | None, kernel_config: str, extra: dict[str, str] | None = None
-) -> Path:
-    """busybox_1.35.0.orig.tar.bz2 under ``busybox_prefix`` (None: no BusyBox) with a .config, the
-    kernel's Makefile and .config under linux-6.1.176/, and ``extra`` files (path -> text)."""
-    with tarfile.open(busybox_orig()) as src, tarfile.open(target, "w:gz") as out:
-        prefix = busybox_prefix or ""
-        for member in src if prefix else ():
-            data = src.extractfile(member) if member.isfile() else None
-            member.name = prefix + "/" + member.name.split("/", 1)[-1] if "/" in member.name else prefix
-            out.addfile(member, data)
-        files = {"linux-6.1.176/Makefile": KERNEL_MAKEFILE, "linux-6.1.176/.config": kernel_config}
-        if busybox_prefix:
-            files[f"{busybox_prefix}/.config"] = BUSYBOX_CONFIG
-        for name, text in {**files, **(extra or {})}.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(text.encode())
-            out.addfile(info, io.BytesIO(text.encode()))
-    return target
 
 
 def _manifest(busybox_prefix: str, busybox_version: str | None) -> dict[str, Any]:
@@ -61,8 +37,7 @@ def _manifest(busybox_prefix: str, busybox_version: str | None) -> dict[str, Any
 
 @pytest.fixture(scope="module")
 def mips_config() -> str:
-    (config,) = (firmware_cache() / "work" / "kernel-package" / "boot").glob("config-*")
-    return config.read_text()
+    return mips_kernel_config()
 
 
 def _statuses(section: dict[str, Any]) -> dict[str, str]:
