@@ -341,6 +341,17 @@ def test_the_desk_users_pool_is_admin_only_and_its_sessions_end(resources: dict[
     assert set(client["ExplicitAuthFlows"]) == {"ALLOW_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"}
 
 
+def test_the_desk_says_the_pools_password_policy_as_it_is(resources: dict[str, Any]) -> None:
+    from dropscan.store.identity import POLICY
+
+    # a first sign-in's refused password is answered with these words (dropscan.store.identity.POLICY)
+    policy = resources["UserPool"]["Properties"]["Policies"]["PasswordPolicy"]
+    assert f"at least {policy['MinimumLength']} characters" in POLICY
+    assert policy["RequireUppercase"] and policy["RequireLowercase"] and "upper and lower case" in POLICY
+    assert policy["RequireNumbers"] and "a digit" in POLICY
+    assert not policy["RequireSymbols"] and "symbol" not in POLICY
+
+
 def test_the_desk_writes_decisions_and_its_index_only(resources: dict[str, Any]) -> None:
     statements = resources["WebRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
     granted = {(a, json.dumps(r, sort_keys=True)) for s in statements for a in as_list(s["Action"])
