@@ -87,7 +87,7 @@ image: $(SAM)
 # The triage image's install steps (infra/triage-install.sh) in a fresh virtual environment: ScanCode
 # and its licence index, about 5 minutes; .ci/run runs it, where Docker is not needed.
 image-test: install
-	DROPSCAN_IMAGE_TEST=1 $(BIN)/pytest -q tests/image
+	DROPSCAN_IMAGE_TEST=1 DROPSCAN_CASES_DIR=$(CASES_DIR) $(BIN)/pytest -q tests/image
 
 format: install
 	$(BIN)/ruff format .
