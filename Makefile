@@ -75,7 +75,8 @@ $(SAM):
 # sam build as a new user runs it, without Docker: the layer (with its libarchive) and the zip functions.
 # The triage image needs Docker: `make image` (or `sam build` alone) where there is one.
 package: $(SAM)
-	$(SAM) build --cached --exclude TriageImageFunction --template-file template.yaml --build-dir $(BUILD_DIR)
+	$(SAM) build --cached --exclude TriageImageFunction --exclude FirmwareImageFunction \
+	  --template-file template.yaml --build-dir $(BUILD_DIR)
 
 # Artefact sizes and each handler's cold import from them (docs/deployment.md has the figures)
 package-bench: install package
@@ -83,6 +84,7 @@ package-bench: install package
 
 image: $(SAM)
 	$(SAM) build TriageImageFunction --template-file template.yaml --build-dir $(BUILD_DIR)
+	$(SAM) build FirmwareImageFunction --template-file template.yaml --build-dir $(BUILD_DIR)
 
 # The triage image's install steps (infra/triage-install.sh) in a fresh virtual environment: ScanCode
 # and its licence index, about 5 minutes; .ci/run runs it, where Docker is not needed.
