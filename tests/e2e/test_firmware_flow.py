@@ -1,6 +1,7 @@
 """A firmware image beside its drop, through the whole stack: uploaded before the drop (one manifest, one
 notification), after it (a new revision with its own notification), with the command line's
-``--firmware``, an image that is no firmware, and a redelivered image event.
+``--firmware``, images that cannot be read (no firmware, a truncated squashfs, one over the size limit)
+and a redelivered image event.
 
 The image is the router image of ``make firmware-cases`` (Debian's mipsel binaries); the drop holds
 BusyBox 1.35.0's release, the kernel's Makefile and Debian's .config of that kernel, and no iptables or
@@ -9,6 +10,8 @@ glibc source: BusyBox corresponds, the kernel too, iptables and glibc are ``sour
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +20,13 @@ import pytest
 from dropscan.audit.manifest import validate
 from dropscan.cli import main
 from dropscan.keys import firmware_key, manifest_key, manifest_revision_key
-from dropscan.local.embedded import EmbeddedStack
+from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.stages.firmware import image_uploaded
 from dropscan.store.services import current_services
 
 from helpers.builders import busybox_orig
 from helpers.firmware_drops import firmware_drop, mips_kernel_config
-from helpers.firmware_images import firmware_cache
+from helpers.firmware_images import firmware_cache, need_tool, run
 from helpers.flows import scan_and_wait
 
 ROUTER = "router.bin"
@@ -107,18 +110,59 @@ def test_an_image_after_its_drop_revises_the_manifest_with_a_notification_of_its
     assert len(stack.mailbox.for_scan(first.scan_id)) == 2
 
 
-def test_an_upload_that_is_no_firmware_gets_a_section_that_says_so(
-    stack: EmbeddedStack, drop: Path, tmp_path: Path
-) -> None:
+def _junk(tmp_path: Path) -> Path:
     junk = tmp_path / "junk.bin"
     junk.write_bytes(bytes(range(256)) * 4096)
-    scanned = scan_and_wait(stack, drop, firmware=[junk])
+    return junk
+
+
+def _truncated_squashfs(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    for i in range(20):
+        (root / "bin").mkdir(parents=True, exist_ok=True)
+        (root / "bin" / f"prog{i}").write_bytes(os.urandom(20_000))
+    whole = tmp_path / "whole.squashfs"
+    run(need_tool("mksquashfs"), root, whole, "-comp", "gzip", "-noappend", "-quiet", "-no-progress")
+    cut = tmp_path / "cut.squashfs"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    return cut
+
+
+@pytest.mark.parametrize(
+    ("make", "blob", "reason"),
+    [
+        (_junk, "unknown", "no firmware format recognised"),
+        (_truncated_squashfs, "squashfs", "unsquashfs failed"),
+    ],
+)
+def test_an_image_that_cannot_be_read_ends_in_a_section_that_says_why(
+    stack: EmbeddedStack,
+    drop_archive: Path,
+    tmp_path: Path,
+    make: Callable[[Path], Path],
+    blob: str,
+    reason: str,
+) -> None:
+    scanned = scan_and_wait(stack, drop_archive, firmware=[make(tmp_path)])
 
     [section] = scanned.manifest["firmware"]["images"]
     assert section["binaries"] == []
-    assert [b["status"] for b in section["blobs"]] == ["unreadable"]
+    [read] = section["blobs"]
+    assert (read["format"], read["status"]) == (blob, "unreadable")
+    assert read["reason"].startswith(reason)
     # nothing seen is nothing told: never "complete"
     assert section["verdict"] == scanned.manifest["firmware"]["verdict"] == "unknown"
+    assert len(scanned.notifications) == 1
+
+
+def test_an_image_over_the_size_limit_is_not_fetched_and_says_so(drop_archive: Path, tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(2 << 20))
+    with embedded(parameters={"FirmwareMaxMiB": "1"}) as stack:
+        scanned = scan_and_wait(stack, drop_archive, firmware=[big])
+    [section] = scanned.manifest["firmware"]["images"]
+    assert section["stopped"] == "the image is larger than FirmwareMaxMiB (1,048,576 bytes)"
+    assert (section["verdict"], section["blobs"], section["size"]) == ("unknown", [], 2 << 20)
     assert len(scanned.notifications) == 1
 
 
