@@ -219,9 +219,14 @@ def match_binary(
             and component.version is not None
             and not same_version(version, component.version)
         )
+        licence = (
+            component.license
+            or _stated_licence(binary)
+            or PACKAGE_LICENCES.get(str(component.package or package))
+        )
         return Match(
             binary.path, "wrong-version" if wrong else "corresponds", component.prefix,
-            component.package, version, component.license, by, literals, identifiers,
+            component.package, version, licence, by, literals, identifiers,
         )  # fmt: skip
     known = identified(binary)
     licence = _stated_licence(binary) or (known[1] if known else None)
@@ -327,9 +332,26 @@ def mark_unshipped(
     return sorted(marked, key=lambda f: f.get("shipped") is False)
 
 
+# MODULE_LICENSE() strings as the kernel's license-rules.rst defines them, in SPDX
+MODULE_LICENCES = {
+    "GPL": "GPL-2.0-only",
+    "GPL v2": "GPL-2.0-only",
+    "GPL and additional rights": "GPL-2.0-only",
+    "Dual BSD/GPL": "BSD-3-Clause OR GPL-2.0-only",
+    "Dual MIT/GPL": "MIT OR GPL-2.0-only",
+    "Dual MPL/GPL": "MPL-1.1 OR GPL-2.0-only",
+    "Proprietary": "LicenseRef-proprietary",
+}
+# what a binary of these packages is under when the drop's component says nothing (an unidentified
+# kernel tree: its COPYING is not what the binary was built from, so the project's rule is used)
+PACKAGE_LICENCES = {"linux": "GPL-2.0-only", "busybox": "GPL-2.0-only", "u-boot": "GPL-2.0-or-later"}
+
+
 def _stated_licence(binary: Binary) -> str | None:
+    """A module's MODULE_LICENSE in SPDX (an unknown string as the module states it)."""
     if binary.modinfo is not None and binary.modinfo.get("license"):
-        return binary.modinfo["license"]
+        stated = binary.modinfo["license"]
+        return MODULE_LICENCES.get(stated, stated)
     return None
 
 
