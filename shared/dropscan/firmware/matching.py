@@ -213,6 +213,13 @@ def match_binary(
             by, literals = "literals", scores[best]
     elif component.prefix in unique:
         literals = len(unique[component.prefix] & strings)
+    known = identified(binary)
+    if component is None and known is not None:
+        # a library known by its SONAME (a gconv module by its folder) whose project is in the drop
+        component = next((s for s in sources if s.package == known[0]), None)
+        if component is not None:
+            by = "gconv" if is_gconv(binary) else "soname"
+            literals = len(unique.get(component.prefix, frozenset()) & strings)
     if component is not None:
         wrong = (
             version is not None
@@ -223,12 +230,12 @@ def match_binary(
             component.license
             or _stated_licence(binary)
             or PACKAGE_LICENCES.get(str(component.package or package))
+            or (known[1] if known else None)
         )
         return Match(
             binary.path, "wrong-version" if wrong else "corresponds", component.prefix,
             component.package, version, licence, by, literals, identifiers,
         )  # fmt: skip
-    known = identified(binary)
     licence = _stated_licence(binary) or (known[1] if known else None)
     name = known[0] if known else package
     identifiers = identifiers + ((f"SONAME {binary.elf.soname}",) if binary.elf and binary.elf.soname else ())
@@ -348,10 +355,13 @@ PACKAGE_LICENCES = {"linux": "GPL-2.0-only", "busybox": "GPL-2.0-only", "u-boot"
 
 
 def _stated_licence(binary: Binary) -> str | None:
-    """A module's MODULE_LICENSE in SPDX (an unknown string as the module states it)."""
+    """A module's MODULE_LICENSE in SPDX (an unknown string as the module states it); a module built of
+    several objects states one per object, one per line: all of them hold (AND)."""
     if binary.modinfo is not None and binary.modinfo.get("license"):
-        stated = binary.modinfo["license"]
-        return MODULE_LICENCES.get(stated, stated)
+        stated = dict.fromkeys(MODULE_LICENCES.get(s, s) for s in binary.modinfo["license"].splitlines() if s)
+        if len(stated) == 1:
+            return next(iter(stated))
+        return " AND ".join(f"({s})" if " OR " in s else s for s in stated) or None
     return None
 
 
