@@ -11,15 +11,15 @@ from typing import Any
 from dropscan.reports import view
 from dropscan.reports.licence_names import names_of
 
-#: one colour per binary status; the screenshot test looks for the wrong-version red
+#: one colour per binary status, none of them another of the page's; the screenshot test looks for them
 STATUS_COLOURS: dict[str, str] = {
-    "wrong-version": "#c62828",
-    "source-missing": "#ef6c00",
-    "unknown": "#757575",
-    "corresponds": "#2e7d32",
+    "wrong-version": "#b71c1c",
+    "source-missing": "#e65100",
+    "unknown": "#616161",
+    "corresponds": "#1b5e20",
     "no-obligation": "#546e7a",
 }
-VERDICT_COLOURS: dict[str, str] = {"complete": "#2e7d32", "incomplete": "#ef6c00", "wrong": "#c62828"}
+VERDICT_COLOURS: dict[str, str] = {"complete": "#1b5e20", "incomplete": "#e65100", "wrong": "#b71c1c"}
 #: rows of an image's binary table; the manifest has them all
 BINARY_ROWS = 5_000
 
@@ -27,6 +27,7 @@ CSS = """
 table.binaries td { font-size: 13.5px; }
 table.binaries td:first-child { width: 34%; }
 td.status { white-space: nowrap; }
+td.status .ev { white-space: normal; }
 td.status .badge, ul.statuses .badge { font-size: 12px; padding: 2px 8px; }
 ul.statuses { list-style: none; padding: 0; margin: 6px 0 12px; display: flex; flex-wrap: wrap;
               gap: 6px 18px; }
