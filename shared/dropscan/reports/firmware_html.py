@@ -13,13 +13,13 @@ from dropscan.reports.licence_names import names_of
 
 #: one colour per binary status, none of them another of the page's; the screenshot test looks for them
 STATUS_COLOURS: dict[str, str] = {
-    "wrong-version": "#b71c1c",
+    "wrong-version": "#a4161a",
     "source-missing": "#e65100",
-    "unknown": "#616161",
-    "corresponds": "#1b5e20",
+    "unknown": "#5d4037",
+    "corresponds": "#1e6b24",
     "no-obligation": "#546e7a",
 }
-VERDICT_COLOURS: dict[str, str] = {"complete": "#1b5e20", "incomplete": "#e65100", "wrong": "#b71c1c"}
+VERDICT_COLOURS: dict[str, str] = {"complete": "#1e6b24", "incomplete": "#e65100", "wrong": "#a4161a"}
 #: rows of an image's binary table; the manifest has them all
 BINARY_ROWS = 5_000
 
