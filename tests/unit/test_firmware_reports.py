@@ -314,10 +314,21 @@ def test_a_hostile_binary_path_renders_escaped(tmp_path: Path, plain: Manifest) 
     section = firmware_section(image, plain, drop)
     (binary,) = section["binaries"]
     assert binary["path"].endswith(hostile) and binary["kind"] == "elf"
-    page = render(attach(plain, [section]), "html")
+    m = attach(plain, [section])
+    page = render(m, "html")
     assert hostile not in page and "<fw>" not in page and 'onerror="' not in page
     assert html.escape(hostile, quote=True) in page.replace("<wbr>", "")
     assert "vendor&lt;fw&gt;.tar.gz" in page
+    # the SBOMs carry the name as it is, and stay valid
+    spdx = tmp_path / "sbom.spdx.json"
+    spdx.write_text(render(m, "spdx"))
+    doc = json_parser.parse_from_file(str(spdx))
+    assert [v.validation_message for v in validate_full_spdx_document(doc)] == []
+    cdx = json.loads(text := render(m, "cyclonedx"))
+    (image,) = [c for c in cdx["components"] if c["type"] == "firmware"]
+    assert VALIDATOR.validate_str(text) is None
+    (props,) = [{p["name"]: p["value"] for p in c["properties"]} for c in image["components"]]
+    assert props["dropscan:path"] == binary["path"]
 
 
 def test_the_html_in_chromium_shows_the_status_badges(manifest: Manifest, tmp_path: Path) -> None:
