@@ -425,3 +425,22 @@ def test_cyclonedx_written_as_a_stream_equals_the_librarys_rendering(manifest: M
 def test_every_report_is_the_same_for_the_same_manifest(manifest: Manifest) -> None:
     for fmt in FORMATS:
         assert render(manifest, fmt) == render(copy.deepcopy(manifest), fmt), fmt
+
+
+def test_what_could_not_be_unpacked_is_said_in_the_summary_and_the_page(
+    tmp_path: Path, plain: Manifest
+) -> None:
+    # the router's xz squashfs cut in half: its blob is unreadable, and the reader must be told
+    whole = (firmware_cache() / "images" / "rootfs-xz.squashfs").read_bytes()
+    cut = tmp_path / "cut.squashfs"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with tarfile.open(drop := tmp_path / "empty.tar.gz", "w:gz"):
+        pass
+    section = firmware_section(cut, plain, drop)
+    (blob,) = [b for b in section["blobs"] if b["status"] == "unreadable"]
+    m = attach(plain, [section])
+    (line,) = [x for x in body(m).splitlines() if x.strip().startswith("Unreadable:")]
+    assert line.strip() == f"Unreadable: {blob['path']} (squashfs): {blob['reason']}"
+    assert blob["reason"].startswith("unsquashfs failed")
+    page = render(m, "html")
+    assert "<b>1 unreadable</b>" in page and html.escape(blob["reason"]) in page
