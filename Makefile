@@ -114,6 +114,7 @@ firmware-cases: install firmware-tools
 	@dpkg --print-foreign-architectures | grep -qx mipsel || dpkg --add-architecture mipsel
 	@apt-cache show busybox-static:mipsel >/dev/null 2>&1 || apt-get update -qq
 	$(BIN)/python tests/helpers/firmware_images.py --cache $(CURDIR)/.cache/firmware
+	$(BIN)/python tests/helpers/firmware_sources.py --cache $(CURDIR)/.cache/firmware
 
 # Unpack + inventory of the router image against unsquashfs of its rootfs alone (medians, one run)
 .PHONY: bench-firmware

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from helpers.builders import busybox_orig
@@ -16,10 +17,15 @@ BUSYBOX_CONFIG = "CONFIG_LS=y\nCONFIG_ASH=y\n# CONFIG_HTTPD is not set\n"
 
 
 def firmware_drop(
-    target: Path, busybox_prefix: str | None, kernel_config: str, extra: dict[str, str] | None = None
+    target: Path,
+    busybox_prefix: str | None,
+    kernel_config: str,
+    extra: dict[str, str] | None = None,
+    upstreams: Sequence[Path] = (),
 ) -> Path:
     """busybox_1.35.0.orig.tar.bz2 under ``busybox_prefix`` (None: no BusyBox) with a .config, the
-    kernel's Makefile and .config under linux-6.1.176/, and ``extra`` files (path -> text)."""
+    kernel's Makefile and .config under linux-6.1.176/, ``extra`` files (path -> text), and the whole
+    of each tarball of ``upstreams`` as it is (helpers.firmware_sources: iptables, glibc ...)."""
     with tarfile.open(busybox_orig()) as src, tarfile.open(target, "w:gz") as out:
         prefix = busybox_prefix or ""
         for member in src if prefix else ():
@@ -33,6 +39,10 @@ def firmware_drop(
             info = tarfile.TarInfo(name)
             info.size = len(text.encode())
             out.addfile(info, io.BytesIO(text.encode()))
+        for tarball in upstreams:
+            with tarfile.open(tarball) as upstream:
+                for member in upstream:
+                    out.addfile(member, upstream.extractfile(member) if member.isfile() else None)
     return target
 
 

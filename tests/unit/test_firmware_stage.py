@@ -19,6 +19,7 @@ from helpers.builders import busybox_orig
 from helpers.firmware_drops import firmware_drop as _drop
 from helpers.firmware_drops import mips_kernel_config
 from helpers.firmware_images import firmware_cache
+from helpers.firmware_sources import upstream_sources
 
 
 def _manifest(busybox_prefix: str, busybox_version: str | None) -> dict[str, Any]:
@@ -65,6 +66,38 @@ def test_a_drop_without_iptables_and_glibc_is_incomplete(tmp_path: Path, mips_co
     assert section["busybox"]["not_configured"] == ["httpd"]
     assert section["verdict"] == "incomplete"
     assert section["arch"] == "mips" and section["stopped"] is None
+
+
+def test_against_a_drop_with_their_sources_every_binary_gets_its_right_status(
+    tmp_path: Path, mips_config: str
+) -> None:
+    """The right drop, but for the four netfilter libraries whose bookworm source the archive here lacks
+    (helpers.firmware_sources): glibc's libraries and gconv modules and iptables' binaries go to their
+    folders in the drop by SONAME or literals, with their projects' licences."""
+    drop = _drop(tmp_path / "drop.tar.gz", "busybox-1.35.0", mips_config, upstreams=upstream_sources())
+    components = _manifest("busybox-1.35.0", "1.35.0")["components"] + [
+        {"prefix": p, "package": None, "version": None, "license": None}
+        for p in ("iptables-1.8.9/", "glibc-2.36/", "libxcrypt-4.4.33/")
+    ]
+    section = firmware_section(firmware_cache() / "images" / "router.bin", {"components": components}, drop)
+    by_status: dict[str, set[str]] = {}
+    for b in section["binaries"]:
+        by_status.setdefault(b["status"], set()).add(str(b["package"]))
+    assert by_status == {
+        "corresponds": {"busybox", "linux", "iptables", "glibc", "libxcrypt"},
+        "no-obligation": {"dropbear", "libgcc", "zlib", "libtomcrypt", "libtommath"},
+        "source-missing": {"libmnl", "libnetfilter-conntrack", "libnfnetlink", "libnftnl"},
+    }
+    libc = next(b for b in section["binaries"] if b["path"].endswith("/libc.so.6"))
+    assert (libc["component"], libc["license"], libc["evidence"]["by"]) == (
+        "glibc-2.36/", "LGPL-2.1-or-later", "literals",
+    )  # fmt: skip
+    gconv = [b for b in section["binaries"] if "/gconv/" in b["path"]]
+    assert gconv and {b["component"] for b in gconv} == {"glibc-2.36/"}
+    assert {b["evidence"]["by"] for b in gconv} <= {"gconv", "literals"}  # by their folder, or glibc's text
+    xtables = next(b for b in section["binaries"] if b["path"].endswith("/xtables-legacy-multi"))
+    assert (xtables["component"], xtables["license"]) == ("iptables-1.8.9/", "GPL-2.0-or-later")
+    assert section["summary"]["statuses"]["source-missing"] == 4
 
 
 def test_the_wrong_busybox_release_makes_the_source_wrong(tmp_path: Path, mips_config: str) -> None:
