@@ -40,7 +40,7 @@ lint: install $(SAM)
 	$(BIN)/mypy shared/dropscan functions tests
 	$(BIN)/cfn-lint template.yaml
 	$(SAM) validate --lint --template-file template.yaml
-	$(BIN)/hadolint infra/triage.Dockerfile
+	$(BIN)/hadolint infra/triage.Dockerfile infra/firmware.Dockerfile
 
 # The packaging test (tests/package) runs on the artefacts `make package` builds: about 25 s to build,
 # 20 s to test, so it is part of every test run.
@@ -75,7 +75,8 @@ $(SAM):
 # sam build as a new user runs it, without Docker: the layer (with its libarchive) and the zip functions.
 # The triage image needs Docker: `make image` (or `sam build` alone) where there is one.
 package: $(SAM)
-	$(SAM) build --cached --exclude TriageImageFunction --template-file template.yaml --build-dir $(BUILD_DIR)
+	$(SAM) build --cached --exclude TriageImageFunction --exclude FirmwareImageFunction \
+	  --template-file template.yaml --build-dir $(BUILD_DIR)
 
 # Artefact sizes and each handler's cold import from them (docs/deployment.md has the figures)
 package-bench: install package
@@ -83,11 +84,12 @@ package-bench: install package
 
 image: $(SAM)
 	$(SAM) build TriageImageFunction --template-file template.yaml --build-dir $(BUILD_DIR)
+	$(SAM) build FirmwareImageFunction --template-file template.yaml --build-dir $(BUILD_DIR)
 
 # The triage image's install steps (infra/triage-install.sh) in a fresh virtual environment: ScanCode
 # and its licence index, about 5 minutes; .ci/run runs it, where Docker is not needed.
 image-test: install
-	DROPSCAN_IMAGE_TEST=1 $(BIN)/pytest -q tests/image
+	DROPSCAN_IMAGE_TEST=1 DROPSCAN_CASES_DIR=$(CASES_DIR) $(BIN)/pytest -q tests/image
 
 format: install
 	$(BIN)/ruff format .
@@ -112,6 +114,7 @@ firmware-cases: install firmware-tools
 	@dpkg --print-foreign-architectures | grep -qx mipsel || dpkg --add-architecture mipsel
 	@apt-cache show busybox-static:mipsel >/dev/null 2>&1 || apt-get update -qq
 	$(BIN)/python tests/helpers/firmware_images.py --cache $(CURDIR)/.cache/firmware
+	$(BIN)/python tests/helpers/firmware_sources.py --cache $(CURDIR)/.cache/firmware
 
 # The 64 MB router of the speed clause (issue 35): the router with more packages and drivers, about 1,000
 # ELF files, in .cache/firmware/router64 (about 2 minutes and 40 MB more of packages, once per recipe)

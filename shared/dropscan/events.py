@@ -93,3 +93,15 @@ def json_body(record: SQSRecord) -> dict[str, Any]:
     """A message between the stages (chunk, finalize, triage): a JSON object."""
     data: dict[str, Any] = json.loads(record.body)
     return data
+
+
+def firmware_scan(record: SQSRecord) -> tuple[str, str] | None:
+    """(supplier, scan id) of a scan notify sent the firmware queue, None for S3's events of images."""
+    try:
+        data = json.loads(record.body)
+    except ValueError:
+        return None
+    scan = data.get("firmware") if isinstance(data, dict) else None
+    if not isinstance(scan, dict) or not all(isinstance(scan.get(k), str) for k in ("supplier", "scan_id")):
+        return None
+    return scan["supplier"], scan["scan_id"]

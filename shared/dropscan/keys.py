@@ -15,6 +15,7 @@ DROP_PREFIX = "drops/"
 UPSTREAM_PREFIX = "upstream/"
 RESULTS_PREFIX = "results/"
 RELEASE_PREFIX = "releases/"
+FIRMWARE_PREFIX = "firmware/"  # images beside their drop: firmware/<supplier>/<drop name>/<image name>
 CONTENT_PREFIX = "content/"  # upstream texts, revisions and hunks for review evidence (store.content)
 ROOT = "0"  # the part that unpacks the upload itself
 
@@ -71,6 +72,28 @@ def drop_key(supplier: str, name: str) -> str:
     return f"{DROP_PREFIX}{supplier}/{name}"
 
 
+def firmware_key(supplier: str, drop_name: str, image_name: str) -> str:
+    """Where the firmware image ``image_name`` of the drop ``drops/<supplier>/<drop_name>`` is uploaded."""
+    return f"{firmware_prefix(supplier, drop_name)}{image_name}"
+
+
+def firmware_prefix(supplier: str, drop_name: str) -> str:
+    """The folder holding the firmware images of one drop (any number, in either order of upload)."""
+    return f"{FIRMWARE_PREFIX}{supplier}/{drop_name}/"
+
+
+def parse_firmware_key(key: str) -> tuple[str, str, str] | None:
+    """``firmware/<supplier>/<drop name>/<image name>`` -> (supplier, drop name, image name); None for
+    any other key. The drop's name may hold slashes (a drop key's may); the image's is the last segment."""
+    if not key.startswith(FIRMWARE_PREFIX):
+        return None
+    supplier, _, rest = key[len(FIRMWARE_PREFIX) :].partition("/")
+    drop_name, _, image_name = rest.rpartition("/")
+    if not _SUPPLIER.match(supplier) or not drop_name or not image_name:
+        return None
+    return supplier, drop_name, image_name
+
+
 def scan_id_for(bucket: str, key: str, etag: str | None) -> str:
     """Deterministic: a redelivered event or a repeated upload of the same bytes is the same scan."""
     return "s-" + hashlib.sha256(f"{bucket}\0{key}\0{etag}".encode()).hexdigest()[:24]
@@ -78,6 +101,12 @@ def scan_id_for(bucket: str, key: str, etag: str | None) -> str:
 
 def manifest_key(supplier: str, scan_id: str) -> str:
     return f"{RESULTS_PREFIX}{supplier}/{scan_id}/manifest.json"
+
+
+def manifest_revision_key(supplier: str, scan_id: str, revision: int) -> str:
+    """Where an earlier revision of a scan's manifest is kept when a firmware image revises it (the
+    notification's suffix rule, ``manifest.json``, does not match it)."""
+    return f"{RESULTS_PREFIX}{supplier}/{scan_id}/revisions/manifest.{revision}.json"
 
 
 def desk_index_keys(supplier: str, scan_id: str) -> tuple[str, str]:

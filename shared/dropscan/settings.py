@@ -58,6 +58,8 @@ class Settings:
     dynamodb_concurrency: int = 4  # batch calls in flight at once on the upstream table
     dynamodb_reads: str = "threads"  # threads | forked: how a lookup's calls run at once
     ingest_literals: bool = True  # an ingest records its release's literals (INGEST_LITERALS=0: not)
+    firmware_queue_url: str = ""  # the firmware queue: notify sends it a scan whose images are not in yet
+    firmware_max_mib: int = 1024  # a firmware image bigger than this is not read (FirmwareMaxMiB)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -109,6 +111,8 @@ class Settings:
             dynamodb_concurrency=int(e.get("DYNAMODB_CONCURRENCY", "4")),
             dynamodb_reads=e.get("DYNAMODB_READS", "threads"),
             ingest_literals=e.get("INGEST_LITERALS", "1") != "0",
+            firmware_queue_url=e.get("FIRMWARE_QUEUE_URL", ""),
+            firmware_max_mib=int(e.get("FIRMWARE_MAX_MIB", "1024")),
         )
 
     def triage_limits(self) -> TriageLimits:

@@ -24,6 +24,8 @@ import pytest
 from dropscan.cli import main
 
 from helpers.builders import make_tar
+from helpers.firmware_drops import firmware_drop, mips_kernel_config
+from helpers.firmware_images import firmware_cache
 from helpers.product_drops import UPSTREAM, first_drop, review_set, second_drop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,3 +137,30 @@ def test_decisions_through_up_and_the_aws_cli(
         "verdict": m2["verdict"], "files": 28, "review": 6, "cleared": 5, "new": 1, "changed": 5,
         "removed": 0, "version": "1.1", "previous": None,
     }  # fmt: skip
+
+
+def test_a_firmware_image_after_its_drop_through_up_and_the_aws_cli(
+    up: tuple[str, Path], tmp_path: Path
+) -> None:
+    """The service's key scheme as a supplier uses it: the drop with `aws s3 cp`, then the firmware image
+    beside it (firmware/<supplier>/<drop name>/<image>): a second notification, for revision 2."""
+    url, eml = up
+    drop = firmware_drop(tmp_path / "acme-router-1.0.tar.gz", "busybox-1.35.0", mips_kernel_config())
+    m1 = scanned(url, eml, drop, tmp_path)
+    assert "firmware" not in m1
+    image = firmware_cache() / "images" / "router.bin"
+    aws(url, "s3", "cp", str(image), f"s3://{bucket(url, 'drops')}/firmware/acme/{drop.name}/router.bin")
+    second = eml / f"{m1['scan_id']}.2.eml"
+    deadline = time.monotonic() + 300
+    while not second.is_file():
+        assert time.monotonic() < deadline, "no notification of the revision"
+        time.sleep(0.2)
+    out = tmp_path / "revised.json"
+    aws(
+        url, "s3", "cp", f"s3://{bucket(url, 'results')}/results/acme/{m1['scan_id']}/manifest.json", str(out)
+    )
+    revised = json.loads(out.read_text())
+    assert revised["revision"] == 2 and revised["firmware"]["verdict"] == "incomplete"
+    [section] = revised["firmware"]["images"]
+    assert section["source"]["key"] == f"firmware/acme/{drop.name}/router.bin"
+    assert (eml / f"{m1['scan_id']}.eml").is_file()  # the first notification is kept beside it

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -41,6 +42,11 @@ RUNTIME = "the Lambda runtime writes the function's logs, not its code"
 UNVERSIONED = "triage reads the scanned version; a drops bucket without versioning gives it no version id"
 NO_PATH_LIST = "a release whose path list is missing must read as NoSuchKey, not AccessDenied"
 NO_LICENCE_RECORD = "a release registered but not yet reported must read as NoSuchKey, not AccessDenied"
+NO_MANIFEST_YET = "an image uploaded while its drop is scanned must find no manifest, not AccessDenied"
+NO_RELEASE_NAMED = (
+    "a binary named by an upstream release's literals reads its ingest report (the router image of "
+    "tests/e2e/test_firmware_flow.py); this scenario's binary is named by none"
+)
 NOT_EXERCISED = {
     ("*", "logs:CreateLogStream"): RUNTIME,
     ("*", "logs:PutLogEvents"): RUNTIME,
@@ -48,6 +54,8 @@ NOT_EXERCISED = {
     ("SweeperFunction", "s3:ListBucket", "upstream"): NO_PATH_LIST,
     ("TriageFunction", "s3:ListBucket", "upstream"): NO_LICENCE_RECORD,
     ("TriageFunction", "s3:GetObject", "drops"): UNVERSIONED,
+    ("FirmwareFunction", "s3:ListBucket", "results"): NO_MANIFEST_YET,
+    ("FirmwareFunction", "s3:GetObject", "upstream"): NO_RELEASE_NAMED,
 }
 
 
@@ -231,6 +239,20 @@ def _scenario(stack: EmbeddedStack, faults: Faults, tmp_path: Path) -> None:
     faults.error(svc.sns, "Publish", query_error("AuthorizationError", 403))  # a notify fails once
     _, plain_id = client.upload_drop(make_tar(tmp_path / "plain.tar.gz", DROP_FILES), "acme")
     assert client.wait_manifest("acme", plain_id, timeout=60) is not None
+    assert dispatcher.drain(timeout=60)
+
+    # firmware: an image before its drop (notify holds the notification and sends the scan to the
+    # firmware queue), one after it (its own event; its first read fails once), one for no drop at all
+    rootfs = make_tar(
+        tmp_path / "rootfs.tar.gz", {"bin/true": Path(shutil.which("true") or "/bin/true").read_bytes()}
+    )
+    fw_drop = make_tar(tmp_path / "fw.tar.gz", DROP_FILES)
+    client.upload_firmware(rootfs, "acme", fw_drop.name)
+    _, fw_id = client.upload_drop(fw_drop, "acme")
+    second = client.upload_firmware(rootfs.rename(tmp_path / "second.tar.gz"), "acme", fw_drop.name)
+    faults.error(svc.s3, "GetObject", s3_error("AccessDenied", 403), when=key_contains("second.tar.gz"))
+    assert client.wait_manifest("acme", fw_id, timeout=60, firmware=[second]) is not None
+    client.upload_firmware(tmp_path / "second.tar.gz", "acme", "never-uploaded.tar.gz")
     assert dispatcher.drain(timeout=60)
 
 

@@ -4,7 +4,8 @@ desk of an embedded stack, served on 127.0.0.1 behind the local HTTP API and its
 A reviewer signs in, opens a drop, a file with its diff, decides, decides a single vendor hunk of
 another file, decides the rest of the review set
 from the page, and the supplier's next drop comes back with those decisions applied; a reviewer of
-another supplier sees none of it; a hostile file name is text. Screenshots of the main pages go to
+another supplier sees none of it; a hostile file name is text; a new reviewer's first sign-in asks for
+their own password in place of the temporary one. Screenshots of the main pages go to
 ``$DROPSCAN_TEST_OUT/web`` (default: the test's temporary folder).
 """
 
@@ -28,6 +29,7 @@ from helpers.flows import Scanned, scan_and_wait
 from helpers.product_drops import UPSTREAM, first_drop, second_drop
 
 HOSTILE = "widget-1.0-acme/acme/<img src=x onerror=alert(1)>.c"
+TEMPORARY = "Temporary-Pass-7"  # what `dropscan users add` printed for carol
 WAIT = 60  # seconds a page may take on a loaded machine; the waits end as soon as it is there
 
 
@@ -66,6 +68,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         desk = DeskClient(es)
         desk.add_user("alice", "review-acme")
         desk.add_user("bob", "review-globex")
+        desk.add_new_user("carol", TEMPORARY, "review-acme")
         server = serve(desk.api, "127.0.0.1", 0)
         try:
             yield Site(es, f"http://127.0.0.1:{server.server_address[1]}", acme, globex, tmp, shots)
@@ -100,6 +103,14 @@ def wait_for(b: Any, css: str, text: str | None = None) -> Any:
     if text is not None:
         WebDriverWait(b, WAIT).until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
     return WebDriverWait(b, WAIT).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def wait_shown(b: Any, css: str) -> Any:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(b, WAIT).until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
 
 
 def sign_in(b: Any, site: Site, name: str, where: str = "") -> None:
@@ -210,3 +221,31 @@ def test_a_reviewer_of_another_supplier_sees_none_of_it(browser: Any, site: Site
     wait_for(b, "#username")
     b.get(f"{site.url}/#/desk")
     assert wait_for(b, "#signin-button").is_displayed()  # signed out: the desk asks again
+
+
+def test_a_new_reviewer_chooses_their_own_password_at_first_sign_in(browser: Any, site: Site) -> None:
+    b = browser
+    b.get(f"{site.url}/")
+    wait_for(b, "#username").send_keys("carol")
+    b.find_element("css selector", "#password").send_keys(TEMPORARY)
+    b.find_element("css selector", "#signin-button").click()
+    first = wait_shown(b, "#new-password-1")
+    assert not b.find_element("css selector", "#signin").is_displayed()
+    assert b.execute_script("return sessionStorage.length") == 0  # no token, no session kept
+    shot(b, site, "8-choose-password")
+
+    # a password the pool's policy refuses: said so, still on the form
+    first.send_keys("alllowercase12")
+    b.find_element("css selector", "#new-password-2").send_keys("alllowercase12")
+    b.find_element("css selector", "#new-password-button").click()
+    assert "12 characters" in wait_shown(b, "#new-password-error").text
+    shot(b, site, "8b-password-refused")
+
+    own = "Car0lsOwnPassword"
+    for css in ("#new-password-1", "#new-password-2"):
+        b.find_element("css selector", css).clear()
+        b.find_element("css selector", css).send_keys(own)
+    b.find_element("css selector", "#new-password-button").click()
+    wait_for(b, "#who", "carol")  # signed in, on the suppliers page
+    assert site.acme.scan_id in b.page_source and site.globex.scan_id not in b.page_source
+    shot(b, site, "8c-first-sign-in")

@@ -1,6 +1,7 @@
 """The review desk of `dropscan up`, as a new user meets it: the stack in its own process, a user made
-with `dropscan users add`, signed in over HTTP, a drop scanned through the endpoint and found on the
-desk; without a token nothing but the sign-in page answers."""
+with `dropscan users add` (a temporary password), signed in over HTTP after choosing their own password,
+a drop scanned through the endpoint and found on the desk; without a token nothing but the sign-in page
+answers."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from e2e.test_up import free_port
@@ -52,10 +54,11 @@ def up(tmp_path: Path) -> Iterator[tuple[str, str]]:
         proc.wait(timeout=30)
 
 
-def http(url: str, *, data: bytes | None = None, token: str = "") -> tuple[int, str]:
-    req = urllib.request.Request(
-        url, data=data, headers={"Authorization": f"Bearer {token}"} if token else {}
-    )
+def http(
+    url: str, *, data: bytes | None = None, token: str = "", headers: dict[str, str] | None = None
+) -> tuple[int, str]:
+    sent = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(url, data=data, headers={**sent, **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, r.read().decode()
@@ -77,7 +80,7 @@ def test_a_new_user_signs_in_to_the_desk_of_dropscan_up_and_finds_the_drop(
         monkeypatch.setenv(k, v)
     assert main(["users", "add", "alice", "--group", "acme", "--endpoint-url", endpoint]) == 0
     made = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert made["groups"] == ["review-acme"] and len(made["password"]) >= 12
+    assert made["groups"] == ["review-acme"] and len(made["password"]) >= 12 and made["temporary"]
     assert main(["users", "add", "bob", "--group", "no/such", "--endpoint-url", endpoint]) == 2
 
     out = tmp_path / "m.json"
@@ -98,8 +101,20 @@ def test_a_new_user_signs_in_to_the_desk_of_dropscan_up_and_finds_the_drop(
     assert status == 200 and 'id="signin"' in page
     wrong = http(f"{desk}/auth/signin", data=b"username=alice&password=nope")
     assert wrong[0] == 401
-    body = f"username=alice&password={made['password']}".encode()
+    body = urlencode({"username": "alice", "password": made["password"]}).encode()
     status, answer = http(f"{desk}/auth/signin", data=body)
+    first = json.loads(answer)
+    assert status == 200 and first["state"] == "new-password-required" and "id_token" not in first
+    own = "Alice0wnPassword"
+    fields = {"username": first["username"], "session": first["session"], "new_password": own}
+    status, answer = http(
+        f"{desk}/auth/new-password", data=urlencode(fields).encode(), headers={"X-CSRF-Token": first["csrf"]}
+    )
+    assert status == 200, answer
+    assert http(f"{desk}/auth/signin", data=body)[0] == 401  # the temporary password is gone
+    status, answer = http(
+        f"{desk}/auth/signin", data=urlencode({"username": "alice", "password": own}).encode()
+    )
     assert status == 200
     token = json.loads(answer)["id_token"]
     status, home = http(f"{desk}/desk", token=token)

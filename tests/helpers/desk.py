@@ -90,10 +90,16 @@ class DeskClient:
     def add_user(self, name: str, *groups: str) -> None:
         identity.add_user(self.cognito, self.pool, name, PASSWORD, list(groups))
 
-    def form(self, target: str, fields: dict[str, str]) -> Answer:
+    def add_new_user(self, name: str, temporary: str, *groups: str) -> None:
+        """A user as `dropscan users add` makes one: a temporary password, their own chosen at first
+        sign-in."""
+        identity.add_user(self.cognito, self.pool, name, temporary, list(groups), temporary=True)
+
+    def form(self, target: str, fields: dict[str, str], headers: dict[str, str] | None = None) -> Answer:
         """A form POSTed without a token (the public routes)."""
         body = urlencode(fields).encode()
-        return self.call("POST", target, {"Content-Type": "application/x-www-form-urlencoded"}, body)
+        sent = {"Content-Type": "application/x-www-form-urlencoded", **(headers or {})}
+        return self.call("POST", target, sent, body)
 
     def sign_in(self, name: str, password: str = PASSWORD) -> Session:
         answer = self.form("/auth/signin", {"username": name, "password": password})

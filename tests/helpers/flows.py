@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,19 @@ class Scanned:
 
 
 def scan_and_wait(
-    stack: EmbeddedStack, drop: Path, supplier: str = "acme", *, metadata: dict[str, str] | None = None
+    stack: EmbeddedStack,
+    drop: Path,
+    supplier: str = "acme",
+    *,
+    metadata: dict[str, str] | None = None,
+    firmware: Sequence[Path] = (),
 ) -> Scanned:
-    """Upload ``drop`` as ``supplier``, wait for its manifest, then drain every queue (so the notification
-    was sent, or not, before the test looks)."""
+    """Upload ``drop`` as ``supplier`` (after the ``firmware`` images beside it), wait for its manifest
+    (with a section for each image), then drain every queue (so the notification was sent, or not,
+    before the test looks)."""
+    images = [stack.client.upload_firmware(image, supplier, drop.name) for image in firmware]
     _, scan_id = stack.client.upload_drop(drop, supplier, metadata=metadata)
-    manifest = stack.client.wait_manifest(supplier, scan_id, timeout=120)
+    manifest = stack.client.wait_manifest(supplier, scan_id, timeout=300, firmware=images)
     assert manifest is not None, "no manifest"
     assert stack.dispatcher.drain(timeout=60), "the stack did not settle"
     validate(manifest)

@@ -117,7 +117,7 @@ def test_every_visibility_timeout_is_six_times_its_consumers_timeout(
         timeout = int(evaluate(resources[function]["Properties"]["Timeout"], params))
         assert visibility >= VISIBILITY_FACTOR * timeout, (queue, function, visibility, timeout)
         checked.append(queue)
-    assert len(set(checked)) == 6  # every consumed queue
+    assert len(set(checked)) == 7  # every consumed queue
 
 
 def test_the_longest_function_timeout_allowed_still_fits_the_default_visibility(sam: dict[str, Any]) -> None:
@@ -156,7 +156,7 @@ def test_image_functions_declare_their_architecture_and_take_no_runtime_or_layer
 ) -> None:
     assert not {"Layers", "Runtime", "Handler"} & set(sam["Globals"]["Function"])  # cfn-lint E3685
     images = {n: f for n, f in functions_of(sam).items() if f["Properties"].get("PackageType") == "Image"}
-    assert set(images) == {"TriageImageFunction"}
+    assert set(images) == {"TriageImageFunction", "FirmwareImageFunction"}
     for function in images.values():
         props = function["Properties"]
         assert not {"Layers", "Runtime", "Handler", "CodeUri"} & set(props)
@@ -174,7 +174,7 @@ def test_image_functions_declare_their_architecture_and_take_no_runtime_or_layer
 
 def test_every_zip_function_runs_python_3_11_with_the_shared_layer(sam: dict[str, Any]) -> None:
     zips = {n: f for n, f in functions_of(sam).items() if f["Properties"].get("PackageType") != "Image"}
-    assert len(zips) == 8  # the seven stages and the review desk
+    assert len(zips) == 9  # the eight stages and the review desk
     for name, function in zips.items():
         assert function["Properties"]["Runtime"] == "python3.11", name
         assert function["Properties"]["Layers"] == [{"Ref": "SharedLayer"}], name
@@ -195,6 +195,21 @@ def test_exactly_one_triage_function_is_deployed_for_each_detector(
         if n.startswith("Triage") and evaluate({"Condition": f["Condition"]}, params)
     ]
     assert triage == [deployed]
+
+
+@pytest.mark.parametrize(
+    ("package", "deployed"), [("image", "FirmwareImageFunction"), ("zip", "FirmwareFunction")]
+)
+def test_exactly_one_firmware_function_is_deployed_for_each_package(
+    sam: dict[str, Any], package: str, deployed: str
+) -> None:
+    params = with_conditions(sam, FirmwarePackage=package)
+    firmware = [
+        n
+        for n, f in functions_of(sam).items()
+        if n.startswith("Firmware") and evaluate({"Condition": f["Condition"]}, params)
+    ]
+    assert firmware == [deployed]
 
 
 def test_the_layer_brings_boto3_so_that_boto3_botocore_and_s3transfer_are_one_set() -> None:

@@ -46,8 +46,9 @@ def _value(v: Any, parameters: dict[str, Any]) -> int:
 
 def test_every_event_source_reports_partial_batch_failures(resources: dict[str, Any]) -> None:
     mappings = of_type(resources, "AWS::Lambda::EventSourceMapping")
-    # unpack, lookup, finalize, notify, ingest, and triage in either form (zip or image, by Condition)
-    assert len(mappings) == 7
+    # unpack, lookup, finalize, notify, ingest, and triage and firmware in either form (zip or image, by
+    # Condition)
+    assert len(mappings) == 9
     for m in mappings.values():
         assert m["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
@@ -86,15 +87,15 @@ def named_resources(expr: Any) -> set[str]:
 
 def test_each_function_has_a_role_of_its_own_and_no_managed_policies(resources: dict[str, Any]) -> None:
     functions = of_type(resources, "AWS::Lambda::Function")
-    # the two forms of triage share a role: a Condition deploys exactly one of them
-    assert {functions[n]["Condition"] for n in ("TriageFunction", "TriageImageFunction")} == {
-        "TriageOnZip",
-        "TriageOnImage",
-    }
-    roles = [
-        f["Properties"]["Role"]["Fn::GetAtt"][0] for n, f in functions.items() if n != "TriageImageFunction"
-    ]
-    assert len(set(roles)) == len(functions) - 1
+    # the two forms of triage (of firmware) share a role: a Condition deploys exactly one of them
+    for stage in ("Triage", "Firmware"):
+        assert {functions[n]["Condition"] for n in (f"{stage}Function", f"{stage}ImageFunction")} == {
+            f"{stage}OnZip",
+            f"{stage}OnImage",
+        }
+    second_forms = ("TriageImageFunction", "FirmwareImageFunction")
+    roles = [f["Properties"]["Role"]["Fn::GetAtt"][0] for n, f in functions.items() if n not in second_forms]
+    assert len(set(roles)) == len(functions) - 2
     for role in roles:
         props = resources[role]["Properties"]
         assert not props.get("ManagedPolicyArns"), role  # AWS's managed Lambda policies grant on "*"
@@ -203,13 +204,19 @@ def test_the_sweeper_runs_on_a_schedule_with_the_deadline(
 
 
 def test_each_upload_prefix_notifies_its_queue(resources: dict[str, Any]) -> None:
-    def rules(bucket: str) -> list[tuple[str, str]]:
-        [conf] = resources[bucket]["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
-        return [(r["Name"], r["Value"]) for r in conf["Filter"]["S3Key"]["Rules"]]
+    def rules(bucket: str) -> dict[str, list[tuple[str, str]]]:
+        confs = resources[bucket]["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
+        return {
+            c["Queue"]["Fn::GetAtt"][0]: [(r["Name"], r["Value"]) for r in c["Filter"]["S3Key"]["Rules"]]
+            for c in confs
+        }
 
-    assert rules("DropsBucket") == [("prefix", "drops/")]
-    assert rules("UpstreamBucket") == [("prefix", "upstream/")]
-    assert rules("ResultsBucket") == [("prefix", "results/"), ("suffix", "manifest.json")]
+    assert rules("DropsBucket") == {
+        "UploadQueue": [("prefix", "drops/")],
+        "FirmwareQueue": [("prefix", "firmware/")],
+    }
+    assert rules("UpstreamBucket") == {"IngestQueue": [("prefix", "upstream/")]}
+    assert rules("ResultsBucket") == {"NotifyQueue": [("prefix", "results/"), ("suffix", "manifest.json")]}
 
 
 @pytest.mark.parametrize(("reserved", "expected"), [(None, None), ("25", 25)])
@@ -332,6 +339,17 @@ def test_the_desk_users_pool_is_admin_only_and_its_sessions_end(resources: dict[
     assert client["GenerateSecret"] is False and client["PreventUserExistenceErrors"] == "ENABLED"
     assert (client["IdTokenValidity"], client["TokenValidityUnits"]["IdToken"]) == (60, "minutes")
     assert set(client["ExplicitAuthFlows"]) == {"ALLOW_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"}
+
+
+def test_the_desk_says_the_pools_password_policy_as_it_is(resources: dict[str, Any]) -> None:
+    from dropscan.store.identity import POLICY
+
+    # a first sign-in's refused password is answered with these words (dropscan.store.identity.POLICY)
+    policy = resources["UserPool"]["Properties"]["Policies"]["PasswordPolicy"]
+    assert f"at least {policy['MinimumLength']} characters" in POLICY
+    assert policy["RequireUppercase"] and policy["RequireLowercase"] and "upper and lower case" in POLICY
+    assert policy["RequireNumbers"] and "a digit" in POLICY
+    assert not policy["RequireSymbols"] and "symbol" not in POLICY
 
 
 def test_the_desk_writes_decisions_and_its_index_only(resources: dict[str, Any]) -> None:

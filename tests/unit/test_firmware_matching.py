@@ -70,6 +70,19 @@ def test_a_stated_version_other_than_the_components_is_wrong_version() -> None:
     ).status == ("corresponds")
 
 
+def test_a_binary_of_a_component_whose_licence_is_not_known_takes_its_own_or_its_projects() -> None:
+    # an unidentified kernel tree (only its Makefile and .config): no licence recorded for it
+    tree = [dataclasses.replace(_source("linux-6.1.176/", "linux", "6.1.176"), license=None)]
+    module = _binary("/lib/modules/x.ko", kind="module", elf=_elf(rel=True), modinfo={"license": "GPL v2"})
+    kernel = _binary(
+        "/boot/vmlinux", kind="kernel", elf=None, kernel=Kernel("6.1.0", "6.1.176", "b", "gcc", "#1", None)
+    )
+    by_module = matching.match_binary(module, frozenset(), tree, {})
+    assert (by_module.status, by_module.license) == ("corresponds", "GPL-2.0-only")  # its MODULE_LICENSE
+    got = matching.match_binary(kernel, frozenset(), tree, {})
+    assert (got.status, got.component, got.license) == ("corresponds", "linux-6.1.176/", "GPL-2.0-only")
+
+
 def test_binaries_without_source_are_named_and_judged_by_their_licence() -> None:
     def status(binary: Binary) -> tuple[str, str | None, str | None]:
         m = matching.match_binary(binary, frozenset(), [], {})
@@ -87,7 +100,11 @@ def test_binaries_without_source_are_named_and_judged_by_their_licence() -> None
         elf=_elf(rel=True),
         modinfo={"license": "GPL", "vermagic": "6.1.0 SMP"},
     )
-    assert status(module)[0] == "source-missing"
+    assert status(module) == ("source-missing", "linux", "GPL-2.0-only")  # MODULE_LICENSE("GPL"), in SPDX
+    dual = _binary(
+        "/lib/modules/y.ko", kind="module", elf=_elf(rel=True), modinfo={"license": "Dual BSD/GPL"}
+    )
+    assert status(dual)[2] == "BSD-3-Clause OR GPL-2.0-only"
     assert status(_binary("/usr/bin/mystery")) == ("unknown", None, None)
 
 

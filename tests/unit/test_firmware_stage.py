@@ -5,8 +5,6 @@ source, a .config for another architecture, a renamed BusyBox folder found by it
 
 from __future__ import annotations
 
-import io
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -18,31 +16,10 @@ from dropscan.stages.firmware_check import attach, firmware_section
 from dropscan.store.services import current_services
 
 from helpers.builders import busybox_orig
+from helpers.firmware_drops import firmware_drop as _drop
+from helpers.firmware_drops import mips_kernel_config
 from helpers.firmware_images import firmware_cache
-
-KERNEL_MAKEFILE = "VERSION = 6\nPATCHLEVEL = 1\nSUBLEVEL = 176\nEXTRAVERSION =\nNAME = Curry Ramen\n"
-BUSYBOX_CONFIG = "CONFIG_LS=y\nCONFIG_ASH=y\n# CONFIG_HTTPD is not set\n"
-
-
-def _drop(
-    target: Path, busybox_prefix: str | None, kernel_config: str, extra: dict[str, str] | None = None
-) -> Path:
-    """busybox_1.35.0.orig.tar.bz2 under ``busybox_prefix`` (None: no BusyBox) with a .config, the
-    kernel's Makefile and .config under linux-6.1.176/, and ``extra`` files (path -> text)."""
-    with tarfile.open(busybox_orig()) as src, tarfile.open(target, "w:gz") as out:
-        prefix = busybox_prefix or ""
-        for member in src if prefix else ():
-            data = src.extractfile(member) if member.isfile() else None
-            member.name = prefix + "/" + member.name.split("/", 1)[-1] if "/" in member.name else prefix
-            out.addfile(member, data)
-        files = {"linux-6.1.176/Makefile": KERNEL_MAKEFILE, "linux-6.1.176/.config": kernel_config}
-        if busybox_prefix:
-            files[f"{busybox_prefix}/.config"] = BUSYBOX_CONFIG
-        for name, text in {**files, **(extra or {})}.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(text.encode())
-            out.addfile(info, io.BytesIO(text.encode()))
-    return target
+from helpers.firmware_sources import upstream_sources
 
 
 def _manifest(busybox_prefix: str, busybox_version: str | None) -> dict[str, Any]:
@@ -61,8 +38,7 @@ def _manifest(busybox_prefix: str, busybox_version: str | None) -> dict[str, Any
 
 @pytest.fixture(scope="module")
 def mips_config() -> str:
-    (config,) = (firmware_cache() / "work" / "kernel-package" / "boot").glob("config-*")
-    return config.read_text()
+    return mips_kernel_config()
 
 
 def _statuses(section: dict[str, Any]) -> dict[str, str]:
@@ -90,6 +66,38 @@ def test_a_drop_without_iptables_and_glibc_is_incomplete(tmp_path: Path, mips_co
     assert section["busybox"]["not_configured"] == ["httpd"]
     assert section["verdict"] == "incomplete"
     assert section["arch"] == "mips" and section["stopped"] is None
+
+
+def test_against_a_drop_with_their_sources_every_binary_gets_its_right_status(
+    tmp_path: Path, mips_config: str
+) -> None:
+    """The right drop, but for the four netfilter libraries whose bookworm source the archive here lacks
+    (helpers.firmware_sources): glibc's libraries and gconv modules and iptables' binaries go to their
+    folders in the drop by SONAME or literals, with their projects' licences."""
+    drop = _drop(tmp_path / "drop.tar.gz", "busybox-1.35.0", mips_config, upstreams=upstream_sources())
+    components = _manifest("busybox-1.35.0", "1.35.0")["components"] + [
+        {"prefix": p, "package": None, "version": None, "license": None}
+        for p in ("iptables-1.8.9/", "glibc-2.36/", "libxcrypt-4.4.33/")
+    ]
+    section = firmware_section(firmware_cache() / "images" / "router.bin", {"components": components}, drop)
+    by_status: dict[str, set[str]] = {}
+    for b in section["binaries"]:
+        by_status.setdefault(b["status"], set()).add(str(b["package"]))
+    assert by_status == {
+        "corresponds": {"busybox", "linux", "iptables", "glibc", "libxcrypt"},
+        "no-obligation": {"dropbear", "libgcc", "zlib", "libtomcrypt", "libtommath"},
+        "source-missing": {"libmnl", "libnetfilter-conntrack", "libnfnetlink", "libnftnl"},
+    }
+    libc = next(b for b in section["binaries"] if b["path"].endswith("/libc.so.6"))
+    assert (libc["component"], libc["license"], libc["evidence"]["by"]) == (
+        "glibc-2.36/", "LGPL-2.1-or-later", "literals",
+    )  # fmt: skip
+    gconv = [b for b in section["binaries"] if "/gconv/" in b["path"]]
+    assert gconv and {b["component"] for b in gconv} == {"glibc-2.36/"}
+    assert {b["evidence"]["by"] for b in gconv} <= {"gconv", "literals"}  # by their folder, or glibc's text
+    xtables = next(b for b in section["binaries"] if b["path"].endswith("/xtables-legacy-multi"))
+    assert (xtables["component"], xtables["license"]) == ("iptables-1.8.9/", "GPL-2.0-or-later")
+    assert section["summary"]["statuses"]["source-missing"] == 4
 
 
 def test_the_wrong_busybox_release_makes_the_source_wrong(tmp_path: Path, mips_config: str) -> None:

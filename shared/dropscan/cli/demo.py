@@ -100,7 +100,8 @@ def run_demo(cache: Path, out: Path, *, quiet: bool = False) -> int:
     print(f"{out / 'sbom.cdx.json'}; e-mail: {out / 'notifications'}/")
     print(
         "\nTo review in a browser (docs/web.md): run `dropscan up`, then `dropscan users add alice --group"
-        " acme-router` (it prints her password), scan the drop against it with `--endpoint-url` and sign in"
-        " at the review desk address `dropscan up` printed."
+        " acme-router` (it prints a temporary password: at her first sign-in she chooses her own; add"
+        " `--password P` for a permanent one, as a script would), scan the drop against it with"
+        " `--endpoint-url` and sign in at the review desk address `dropscan up` printed."
     )
     return rc

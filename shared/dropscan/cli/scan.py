@@ -54,6 +54,7 @@ class ScanRequest:
     drop: Path
     supplier: str = "local"
     upstreams: Sequence[UpstreamArg] = ()
+    firmware: Sequence[Path] = ()  # the images the drop is the source of, checked against it
     low_trust: Sequence[str] = ()
     metadata: dict[str, str] = field(default_factory=dict)
     manifest_out: Path | None = None
@@ -69,6 +70,12 @@ def cmd_scan(a: argparse.Namespace) -> int:
     drop = Path(a.drop).expanduser()
     if not drop.is_file():
         raise UsageError(f"no such drop archive: {drop}")
+    firmware = [Path(f).expanduser() for f in a.firmware]
+    for image in firmware:
+        if not image.is_file():
+            raise UsageError(f"no such firmware image: {image}")
+    if len({image.name for image in firmware}) < len(firmware):
+        raise UsageError("--firmware: two images have the same file name (they are stored by it)")
     metadata = {"components": ",".join(a.declare)} if a.declare else {}
     if a.arch:
         metadata["arch"] = a.arch
@@ -78,6 +85,7 @@ def cmd_scan(a: argparse.Namespace) -> int:
         drop=drop,
         supplier=a.supplier,
         upstreams=[parse_upstream(u) for u in a.upstream],
+        firmware=firmware,
         low_trust=a.low_trust,
         metadata=metadata,
         manifest_out=Path(a.manifest_out) if a.manifest_out else None,
@@ -110,9 +118,11 @@ def scan_drop(r: ScanRequest) -> int:
         save_db_beside()
         text = f"scanning {r.drop.name} ({size_text(r.drop.stat().st_size)})"
         with status(f"{text}: uploading…") as update:
+            # the images first: the drop's manifest is then notified once, with their section in it
+            images = [client.upload_firmware(image, r.supplier, r.drop.name) for image in r.firmware]
             key, scan_id = client.upload_drop(r.drop, r.supplier, metadata=r.metadata)
             with watching(client, text, update, scan_id):
-                manifest = client.wait_manifest(r.supplier, scan_id, timeout=r.timeout)
+                manifest = client.wait_manifest(r.supplier, scan_id, timeout=r.timeout, firmware=images)
         if manifest is None:
             print(
                 f"dropscan: no manifest for {key} within {r.timeout:.0f} s (scan {scan_id})", file=sys.stderr
@@ -230,6 +240,14 @@ def add_scan_command(sub: Any, add_target: Callable[[argparse.ArgumentParser], N
         default=[],
         metavar="PACKAGE",
         help="mark this upstream package low-trust (its matches are reported as such); repeatable",
+    )
+    p.add_argument(
+        "--firmware",
+        action="append",
+        default=[],
+        metavar="IMAGE",
+        help="a firmware image the drop is the source of (uploaded to firmware/SUPPLIER/DROP/IMAGE): each"
+        " binary in it is checked against the drop; repeatable",
     )
     p.add_argument("--supplier", default="local", help="supplier name: the drop goes to drops/SUPPLIER/")
     p.add_argument(

@@ -1,7 +1,12 @@
 """``dropscan users``: the review desk's users (docs/web.md). A user's groups say whose drops they see:
 ``--group SUPPLIER`` makes them a reviewer of that supplier's drops (group ``review-SUPPLIER``),
 ``--read-only SUPPLIER`` lets them read that supplier's findings only (``supplier-SUPPLIER``), and
-``--global`` lets them decide for every supplier at once (``global-decisions``)."""
+``--global`` lets them decide for every supplier at once (``global-decisions``).
+
+A user gets a temporary password (made and printed once, or ``--temporary-password``): their first
+sign-in asks them to choose their own, as Cognito does with a user an administrator made. ``--password``
+sets a permanent one instead (``--permanent`` makes the printed one permanent): for scripts and demos
+that sign in without a person at the keyboard."""
 
 from __future__ import annotations
 
@@ -56,14 +61,17 @@ def cmd_users(a: argparse.Namespace) -> int:
     groups = [REVIEW_PREFIX + s for s in a.group] + [SUPPLIER_PREFIX + s for s in a.read_only]
     if a.global_decisions:
         groups.append(GLOBAL_GROUP)
-    password = a.password or new_password()
+    given = a.password or a.temporary_password
+    password = given or new_password()
+    temporary = not (a.password or a.permanent)
     try:
-        identity.add_user(cognito, pool, a.name, password, groups)
+        identity.add_user(cognito, pool, a.name, password, groups, temporary=temporary)
     except cognito.exceptions.InvalidPasswordException as e:
-        return _fail(f"the password does not meet the pool's policy: {e}")
+        return _fail(f"the password does not meet the pool's policy ({identity.POLICY}): {e}")
     out: dict[str, Any] = {"user": a.name, "groups": identity.groups_of(cognito, pool, a.name)}
-    if not a.password:
+    if not given:
         out["password"] = password
+    out["temporary"] = temporary  # true: the first sign-in asks for the user's own password
     print(json.dumps(out))
     return 0
 
@@ -71,12 +79,18 @@ def cmd_users(a: argparse.Namespace) -> int:
 def add_user_commands(sub: Any) -> None:
     u = sub.add_parser("users", help="the review desk's users: add one to suppliers' groups, list them")
     us = u.add_subparsers(dest="users_command", required=True)
-    p = us.add_parser("add", help="create a user (or add groups to one) with a permanent password")
+    p = us.add_parser(
+        "add",
+        help="create a user (or add groups to one) with a temporary password: their own is chosen at sign-in",
+    )
     p.add_argument("name")
     p.add_argument("--group", action="append", default=[], metavar="SUPPLIER", help="reviews this supplier")
     p.add_argument("--read-only", action="append", default=[], metavar="SUPPLIER", help="reads its findings")
     p.add_argument("--global", dest="global_decisions", action="store_true", help="may decide for all")
-    p.add_argument("--password", help="default: a new one, printed once")
+    pw = p.add_mutually_exclusive_group()
+    pw.add_argument("--temporary-password", metavar="P", help="default: a new one, printed once")
+    pw.add_argument("--password", metavar="P", help="a permanent password: no change asked at sign-in")
+    pw.add_argument("--permanent", action="store_true", help="the printed password is permanent")
     lst = us.add_parser("list", help="every user and their groups")
     for q in (p, lst):
         g = q.add_mutually_exclusive_group()

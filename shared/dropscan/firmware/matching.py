@@ -213,17 +213,29 @@ def match_binary(
             by, literals = "literals", scores[best]
     elif component.prefix in unique:
         literals = len(unique[component.prefix] & strings)
+    known = identified(binary)
+    if component is None and known is not None:
+        # a library known by its SONAME (a gconv module by its folder) whose project is in the drop
+        component = next((s for s in sources if s.package == known[0]), None)
+        if component is not None:
+            by = "gconv" if is_gconv(binary) else "soname"
+            literals = len(unique.get(component.prefix, frozenset()) & strings)
     if component is not None:
         wrong = (
             version is not None
             and component.version is not None
             and not same_version(version, component.version)
         )
+        licence = (
+            component.license
+            or _stated_licence(binary)
+            or PACKAGE_LICENCES.get(str(component.package or package))
+            or (known[1] if known else None)
+        )
         return Match(
             binary.path, "wrong-version" if wrong else "corresponds", component.prefix,
-            component.package, version, component.license, by, literals, identifiers,
+            component.package, version, licence, by, literals, identifiers,
         )  # fmt: skip
-    known = identified(binary)
     licence = _stated_licence(binary) or (known[1] if known else None)
     name = known[0] if known else package
     identifiers = identifiers + ((f"SONAME {binary.elf.soname}",) if binary.elf and binary.elf.soname else ())
@@ -327,9 +339,29 @@ def mark_unshipped(
     return sorted(marked, key=lambda f: f.get("shipped") is False)
 
 
+# MODULE_LICENSE() strings as the kernel's license-rules.rst defines them, in SPDX
+MODULE_LICENCES = {
+    "GPL": "GPL-2.0-only",
+    "GPL v2": "GPL-2.0-only",
+    "GPL and additional rights": "GPL-2.0-only",
+    "Dual BSD/GPL": "BSD-3-Clause OR GPL-2.0-only",
+    "Dual MIT/GPL": "MIT OR GPL-2.0-only",
+    "Dual MPL/GPL": "MPL-1.1 OR GPL-2.0-only",
+    "Proprietary": "LicenseRef-proprietary",
+}
+# what a binary of these packages is under when the drop's component says nothing (an unidentified
+# kernel tree: its COPYING is not what the binary was built from, so the project's rule is used)
+PACKAGE_LICENCES = {"linux": "GPL-2.0-only", "busybox": "GPL-2.0-only", "u-boot": "GPL-2.0-or-later"}
+
+
 def _stated_licence(binary: Binary) -> str | None:
+    """A module's MODULE_LICENSE in SPDX (an unknown string as the module states it); a module built of
+    several objects states one per object, one per line: all of them hold (AND)."""
     if binary.modinfo is not None and binary.modinfo.get("license"):
-        return binary.modinfo["license"]
+        stated = dict.fromkeys(MODULE_LICENCES.get(s, s) for s in binary.modinfo["license"].splitlines() if s)
+        if len(stated) == 1:
+            return next(iter(stated))
+        return " AND ".join(f"({s})" if " OR " in s else s for s in stated) or None
     return None
 
 

@@ -61,17 +61,20 @@ class DropSources:
         found = []
         for component in components:
             prefix = str(component.get("prefix") or "")
+            # a scan's manifest names a component's folder with its slash ("busybox-1.35.0/"): kept as
+            # given, looked up without it, as the drop's read keys what it found
+            root = prefix.rstrip("/")
             package, version, licence = (component.get(k) for k in ("package", "version", "license"))
             found.append(
                 Source(
                     prefix=prefix,
                     package=str(package) if package else _package_of(prefix),
-                    version=str(version) if version else self.versions.get(prefix),
+                    version=str(version) if version else self.versions.get(root),
                     license=str(licence) if licence else None,
-                    literals=frozenset(self.literals.get(prefix, ())),
-                    config=self.configs.get(prefix),
-                    files=self.files.get(prefix, {}),
-                    kbuild=self.kbuild.get(prefix, {}),
+                    literals=frozenset(self.literals.get(root, ())),
+                    config=self.configs.get(root),
+                    files=self.files.get(root, {}),
+                    kbuild=self.kbuild.get(root, {}),
                 )
             )
         return found

@@ -30,7 +30,7 @@ ARTIFACT_BUCKET = "dropscan-local-artifacts"
 BUCKET_POLICY = "AWS::S3::BucketPolicy"
 #: moto runs no container image (no Docker here): locally, triage is the zip function, with ScanCode from
 #: this environment where it is installed (the image function is for AWS: template.yaml, TriageDetector)
-LOCAL_DEFAULTS = {"TriageDetector": "auto"}
+LOCAL_DEFAULTS = {"TriageDetector": "auto", "FirmwarePackage": "zip"}
 #: what ``sam package`` would put in an image function's ImageUri (never pulled locally)
 LOCAL_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/dropscan-local:{name}"
 

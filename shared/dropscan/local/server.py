@@ -76,7 +76,7 @@ def serve(*, host: str, port: int, eml_dir: Path, data_dir: Path, verbose: bool 
                 seen = len(dispatcher.history)
                 for note in mailbox.fetch():
                     scan_id = note.attributes.get("scan_id", "notification")
-                    path = write_eml(note, eml_dir, scan_id)
+                    path = write_eml(note, eml_dir, eml_stem(eml_dir, scan_id))
                     scan_log.finished(note.attributes.get("supplier", ""), scan_id, note=f"e-mail {path}")
                     if verbose:
                         print(f"\n=== {note.subject}\n{note.message}\n", flush=True)
@@ -94,3 +94,12 @@ def delivery_line(d: Delivery) -> str:
     took = f"{d.seconds:.1f} s" if d.seconds >= 0.1 else "less than 0.1 s"
     failed = f", {d.failed:,} failed (see the function logs)" if d.failed else ""
     return f"{name:<10} {what} in {took}{failed}"
+
+
+def eml_stem(eml_dir: Path, scan_id: str) -> str:
+    """``<scan id>``, or ``<scan id>.<n>`` for its n-th notification (a manifest revised for a firmware
+    image is notified again): one file per notification, none overwritten."""
+    n = 1
+    while (eml_dir / (f"{scan_id}.{n}.eml" if n > 1 else f"{scan_id}.eml")).exists():
+        n += 1
+    return f"{scan_id}.{n}" if n > 1 else scan_id

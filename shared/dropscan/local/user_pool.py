@@ -65,7 +65,10 @@ def create(cognito: Any, taken: dict[str, dict[str, Any]], stack_name: str) -> d
             continue
         pool_name = _pool_name(res["Properties"].get("UserPoolName"), stack_name, name)
         if pool_name not in pools:
-            pools[pool_name] = cognito.create_user_pool(PoolName=pool_name)["UserPool"]["Id"]
+            # the template's password policy, so that a password refused on AWS is refused here too
+            # (moto's own default wants a symbol and five characters)
+            policies = {k: v for k, v in res["Properties"].items() if k == "Policies"}
+            pools[pool_name] = cognito.create_user_pool(PoolName=pool_name, **policies)["UserPool"]["Id"]
         physical[name] = pools[pool_name]
     for name, res in taken.items():
         props = res["Properties"]

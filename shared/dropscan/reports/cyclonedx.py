@@ -52,7 +52,7 @@ from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 
 from dropscan import __version__
-from dropscan.reports import view
+from dropscan.reports import cyclonedx_firmware, view
 from dropscan.reports.spdx_elements import NAMESPACE, created
 
 P = "dropscan:"  # property namespace
@@ -75,6 +75,15 @@ def render(manifest: Mapping[str, Any]) -> str:
         rows = sorted(listed(v), key=lambda f: str(f["path"]))  # the library's order: by name
         lists[json.dumps(marker)] = ",\n".join(
             _dumps(file_json(f, flagged.get(str(f["path"]), []))) for f in rows
+        )
+    for i, section in enumerate(view.firmware_images(manifest), 1):  # each image's binaries, likewise
+        if not section.get("binaries"):
+            continue
+        image = next(c for c in skeleton["components"] if c.get("bom-ref") == cyclonedx_firmware.image_ref(i))
+        marker = f"{nonce}:{len(lists)}"
+        image["components"] = [marker]
+        lists[json.dumps(marker)] = ",\n".join(
+            _dumps(row) for row in cyclonedx_firmware.binary_rows(manifest, i)
         )
     text = json.dumps(skeleton, indent=1, sort_keys=True)
     if not lists:
@@ -134,11 +143,12 @@ def build_bom(
     views = view.components(manifest) if views is None else views
     commits = view.cited_commits(manifest)
     components = [_component(v, supplier, commits, files=files) for v in views]
+    firmware = cyclonedx_firmware.components(manifest, supplier, binaries=files)
     bom = Bom(
         # the same manifest gives the same serial number: a re-rendered SBOM is the same document
         serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"{NAMESPACE}/{manifest.get('supplier')}/{scan_id}"),
         metadata=meta,
-        components=components,
+        components=components + firmware,
     )
     bom.register_dependency(drop, components)
     return bom
@@ -164,6 +174,7 @@ def _drop(manifest: Mapping[str, Any], supplier: OrganizationalEntity) -> Compon
                 ("review", s.get("review")),
                 ("flags:action-required", counts.get("action-required")),
                 ("flags:review", counts.get("review")),
+                ("firmware:verdict", (view.firmware(manifest) or {}).get("verdict")),
             ]
         ),
     )

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dropscan import __version__
-from dropscan.reports import changes, diffs, view
+from dropscan.reports import changes, diffs, firmware_html, view
 from dropscan.reports.licence_names import names_of
 from dropscan.reports.view import ComponentView
 
@@ -133,11 +133,13 @@ def render(manifest: Mapping[str, Any], *, expand: bool = False) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{e(title)}</title><style>{CSS}{diffs.style_css()}</style></head><body><main>",
+        f"<title>{e(title)}</title><style>{CSS}{diffs.style_css()}{_firmware_css(manifest)}</style></head>"
+        "<body><main>",
         _header(manifest),
         changes.section(manifest),
         _method(manifest),
         _flags_section(manifest),
+        *([fw] if (fw := firmware_html.section(manifest)) else []),
         *(_component(manifest, v, budget, expand) for v in views),
         *([cited] if (cited := _commits(manifest)) else []),
         _unreadable(views),
@@ -163,6 +165,15 @@ def _header(m: Mapping[str, Any]) -> str:
         ("Scanned", e(m.get("finished_at") or m.get("created_at") or "–")),
         ("Status", e(m.get("status")) + (f" — {e(m['reason'])}" if m.get("reason") else "")),
     ]
+    fw = view.firmware(m)
+    if fw is not None:  # the pair's verdict: is the drop the source of what ships
+        images = ", ".join(str(s.get("image")) for s in fw["images"])
+        facts.append(
+            (
+                "Firmware",
+                f'{firmware_html.verdict_badge(fw.get("verdict"))} <a href="#firmware">{e(images)}</a>',
+            )
+        )
     tiles = [(f"{total:,}", "files in the drop"), (f"{set_aside:,}", "set aside (upstream)")]
     if classes.get("low-trust"):
         tiles.append((f"{int(classes['low-trust']):,}", "low-trust matches"))
@@ -291,7 +302,7 @@ def _flag_table(found: Sequence[Mapping[str, Any]]) -> str:
         rows.append(
             f'<tr class="flag {e(f.get("severity"))}">'
             f'<td class="sev">{severity_badge(f.get("severity"))}</td>'
-            f'<td>{e(f.get("kind"))}</td><td class="path">{path(f.get("path"))}</td>'
+            f'<td>{e(f.get("kind"))}</td><td class="path">{path(f.get("path"))}{_unshipped_note(f)}</td>'
             f'<td class="num">{e(f.get("line") or "–")}</td>'
             f'<td><span class="evidence">{e(f.get("evidence") or "")}</span></td>'
             f"<td>{e(f.get('detail') or '')}</td></tr>"
@@ -395,7 +406,7 @@ def _review_table(
     for f in files[:limit]:
         colour = CLASS_COLOURS.get(f["class"], "#757575")
         cells = (
-            f'<td class="path">{path(f["path"])}{_evidence_note(f)}</td>'
+            f'<td class="path">{path(f["path"])}{_evidence_note(f)}{_in_binary_note(f)}</td>'
             f'<td class="cls"><span class="swatch" style="background:{colour}"></span>'
             f"{e(f['class'])}</td><td>{e(f.get('kind'))}</td>"
             f'<td class="num">{int(f.get("size") or 0):,}</td>'
@@ -423,6 +434,21 @@ def _evidence_note(f: Mapping[str, Any]) -> str:
     if isinstance(similar, Mapping) and f["class"] == "added":
         return f'<div class="ev muted">{e(view.similar_label(similar))}</div>'
     return ""
+
+
+def _in_binary_note(f: Mapping[str, Any]) -> str:
+    """Under a file's path: whether the firmware's binaries hold it (``in_binary``), when that was told."""
+    label = view.in_binary_label(f)
+    return f'<div class="ev muted in-binary">{e(label)}</div>' if label else ""
+
+
+def _unshipped_note(f: Mapping[str, Any]) -> str:
+    """Under a flag's path: its file is in no binary of the firmware (``shipped: false``)."""
+    return '<div class="ev muted unshipped">not in the firmware</div>' if view.unshipped(f) else ""
+
+
+def _firmware_css(m: Mapping[str, Any]) -> str:
+    return firmware_html.CSS if view.firmware(m) is not None else ""
 
 
 def _diff_list(files: Sequence[Mapping[str, Any]], budget: diffs.Budget, expand: bool) -> str:

@@ -30,7 +30,7 @@ from spdx_tools.spdx.model.spdx_no_assertion import SpdxNoAssertion
 from spdx_tools.spdx.model.spdx_none import SpdxNone
 
 from dropscan import __version__
-from dropscan.reports import view
+from dropscan.reports import spdx_firmware, view
 from dropscan.reports.spdx_licences import Licences, LicenceValue
 
 NAMESPACE = "https://dropscan.invalid/spdx"
@@ -105,7 +105,9 @@ class Layout:
     document: Document  # no files; relationships: DESCRIBES and the drop's CONTAINS of each package
     entries: list[Entry]  # every File element, in document order
     packages: list[str]  # the component packages' ids, in document order
-    derived: list[Relationship]  # what descends from upstream: DESCENDANT_OF, FILE_MODIFIED (issue 24)
+    # what descends from upstream: DESCENDANT_OF, FILE_MODIFIED (issue 24); the firmware's DESCRIBES,
+    # CONTAINS and GENERATED_FROM (issue 35)
+    derived: list[Relationship]
 
 
 def layout_of(manifest: Mapping[str, Any]) -> Layout:
@@ -153,15 +155,19 @@ def layout_of(manifest: Mapping[str, Any]) -> Layout:
     annotations = _flag_annotations(manifest, file_ids, packages, info.created)
     upstream = _Upstream()
     derived = upstream.relationships(manifest, package_ids, entries)
+    prefixes = [str(c.get("prefix") or "").rstrip("/") for c in manifest.get("components") or []]
+    firmware = spdx_firmware.elements(
+        manifest, DOCUMENT_ID, dict(zip(prefixes, package_ids, strict=True)), licences, info.created, spdx_id
+    )
     document = Document(
         info,
-        packages=packages + upstream.packages,
+        packages=packages + upstream.packages + firmware.packages,
         files=[],
-        annotations=annotations,
+        annotations=annotations + firmware.annotations,
         relationships=relationships,
         extracted_licensing_info=list(licences.extracted.values()),
     )
-    return Layout(document, entries, package_ids, derived)
+    return Layout(document, entries, package_ids, derived + firmware.relationships)
 
 
 class _Upstream:
@@ -294,6 +300,8 @@ def _flag_annotations(
         )
         if fl.get("evidence"):
             text += f" Evidence: {fl['evidence']}"
+        if view.unshipped(fl):
+            text += " Not in the firmware: no binary of it holds this file."
         out.append(Annotation(target, AnnotationType.REVIEW, tool, when, text))
     return out
 
@@ -415,6 +423,8 @@ def file_comment(f: Mapping[str, Any]) -> str:
         comment += "; upstream " + ", ".join(upstream_text(u) for u in ups)
     if f.get("unreadable"):
         comment += f"; unreadable: {f['unreadable']}"
+    if view.in_binary_label(f):
+        comment += f"; {view.in_binary_label(f)}"
     ev = view.evidence(f)
     if ev is not None and f["class"] == "modified":
         comment += f"; origin of its changes: {ev.get('origin')}, against {view.base_label(ev.get('base'))}"

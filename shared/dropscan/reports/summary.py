@@ -27,13 +27,16 @@ def drop_name(manifest: Mapping[str, Any]) -> str:
 def subject(manifest: Mapping[str, Any]) -> str:
     """``dropscan: <supplier>/<drop> — <verdict>: <review> of <files> files (<pct>%) need review``.
 
-    With backports, ``, 16 backported`` follows the counts. Over SNS's limit, the drop name is shortened
-    in the middle first (to 12 characters at least), then the backports are left to the body, then the
-    name is shortened further: the verdict and the review counts are what a reader of an inbox needs to
-    see, and no phrase of them is ever cut.
+    With backports, ``, 16 backported`` follows the counts; with a firmware image, ``; firmware wrong``
+    (its verdict) ends it. Over SNS's limit, the drop name is shortened in the middle first (to 12
+    characters at least), then the backports are left to the body, then the name is shortened further:
+    the verdicts and the review counts are what a reader of an inbox needs to see, and no phrase of them
+    is ever cut.
     """
     s = manifest["summary"]
     backported = f", {s['backported']:,} backported" if s.get("backported") else ""
+    fw = view.firmware(manifest)
+    firmware = f"; firmware {fw['verdict']}" if fw and fw.get("verdict") else ""
     if manifest["status"] == "complete" and manifest.get("delta"):
         counts = f"{s['review']:,} of {s['files']:,} files ({s['review_pct']:.1f}%), {since(manifest)}"
         tail = f" — {manifest['verdict']}: {counts}{backported}"
@@ -42,11 +45,12 @@ def subject(manifest: Mapping[str, Any]) -> str:
         tail = f" — {manifest['verdict']}: {counts}{backported}"
     else:
         tail = f" — {manifest['verdict']}: {manifest['reason'] or manifest['status']}"
+    tail += firmware
     head = f"dropscan: {manifest['supplier']}/"
     name = drop_name(manifest)
     room = SUBJECT_LIMIT - len(head) - len(tail)
     if backported and room < 12:  # the verdict and the review counts come first, then the backports
-        tail, room = tail.removesuffix(backported), room + len(backported)
+        tail, room = tail.removesuffix(firmware).removesuffix(backported) + firmware, room + len(backported)
     if len(name) > room:
         name = _middle(name, max(room, 2))
     text = head + name + tail
@@ -146,6 +150,7 @@ def body(
         f"Scan:      {manifest['scan_id']}",
         f"Status:    {manifest['status']}" + (f" — {manifest['reason']}" if manifest["reason"] else ""),
         f"Verdict:   {manifest['verdict']}",
+        *_firmware_head(manifest),
         *_database_lines(manifest),
         "",
         f"{view.plural(s['files'], 'file')}; {s['review']:,} ({s['review_pct']:.1f}%) need review"
@@ -174,6 +179,7 @@ def body(
             else:
                 lines.append(f"  undeclared {m['found']}{where}")
         lines.append("")
+    lines += _firmware_lines(manifest, review_limit)
     lines += _flag_lines(manifest, review_limit)
     review = [f for f in manifest["files"] if view.in_review(f)]
     lines += _licence_lines(review)
@@ -232,6 +238,7 @@ def _flag_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
         label = "ACTION" if f.get("severity") == "action-required" else "review"
         label = "cleared" if f.get("cleared") else label  # on a file an auditor accepted with it
         upstream = "  (upstream's own text)" if f.get("upstream_text") else ""
+        upstream += "  (not in the firmware)" if view.unshipped(f) else ""
         lines.append(f"  {label:<6} {f.get('kind', ''):<20} {view.flag_location(f)}{upstream}")
         if f.get("detail"):
             lines.append(f"         {f['detail']}")
@@ -297,6 +304,7 @@ def _review_line(f: Mapping[str, Any]) -> str:
         f"  {f['class']:<9} {f['path']}"
         + (f"  [{'; '.join(found)}]" if found else "")
         + _evidence_text(f)
+        + (f"  ({shipped})" if (shipped := view.in_binary_label(f)) else "")
         + said
     )
 
@@ -378,11 +386,132 @@ def _one_line(text: str, limit: int = 160) -> str:
 
 
 def message_attributes(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """SNS attributes that subscription filter policies can select on."""
+    """SNS attributes that subscription filter policies can select on (``firmware``: its verdict)."""
+    fw = view.firmware(manifest)
     return {
         "supplier": {"DataType": "String", "StringValue": manifest["supplier"]},
         "scan_id": {"DataType": "String", "StringValue": manifest["scan_id"]},
         "status": {"DataType": "String", "StringValue": manifest["status"]},
         "verdict": {"DataType": "String", "StringValue": manifest["verdict"]},
         "review": {"DataType": "Number", "StringValue": str(manifest["summary"]["review"])},
+        **({"firmware": {"DataType": "String", "StringValue": str(fw["verdict"])}} if fw else {}),
     }
+
+
+# ------------------------------------------------------------------ firmware (issue 35)
+def _firmware_head(manifest: Mapping[str, Any]) -> list[str]:
+    """``Firmware:  wrong (router.bin)``: the pair's verdict beside the drop's."""
+    fw = view.firmware(manifest)
+    if fw is None:
+        return []
+    images = ", ".join(str(s.get("image")) for s in fw["images"])
+    return [f"Firmware:  {fw.get('verdict')} ({images})"]
+
+
+def _firmware_lines(manifest: Mapping[str, Any], limit: int) -> list[str]:
+    """Per image: its binaries by status, those whose source the drop lacks (or holds in another
+    version), the kernel and BusyBox checks, which source files are in the binaries."""
+    fw = view.firmware(manifest)
+    if fw is None:
+        return []
+    verdict = str(fw.get("verdict"))
+    lines = [f"Firmware: {verdict} — {view.FIRMWARE_VERDICTS.get(verdict, verdict)}."]
+    for section in fw["images"]:
+        lines += _image_lines(manifest, section, limit)
+    return [*lines, ""]
+
+
+def _image_lines(manifest: Mapping[str, Any], section: Mapping[str, Any], limit: int) -> list[str]:
+    counts = ", ".join(f"{n:,} {s}" for s, n in view.status_counts(section).items())
+    total = int((section.get("summary") or {}).get("binaries") or len(section.get("binaries") or []))
+    arch = section.get("arch") or "arch unknown"
+    lines = [
+        f"  {section.get('image')} ({int(section.get('size') or 0):,} bytes, {arch}, verdict "
+        f"{section.get('verdict')}): {view.plural(total, 'binary', 'binaries')}"
+        + (f": {counts}" if counts else "")
+    ]
+    if section.get("stopped"):
+        lines.append(
+            f"    Unpacking stopped: {_one_line(str(section['stopped']))} (what was found is listed)."
+        )
+    lines += [
+        f"    Unreadable: {b['path']} ({b.get('format')}): {_one_line(str(b.get('reason')))}"
+        for b in section.get("blobs") or []
+        if b.get("status") == "unreadable"
+    ]
+    lines += _unmet_lines(manifest, view.unmet(section), limit)
+    kernel = section.get("kernel")
+    if isinstance(kernel, Mapping):
+        lines += _kernel_lines(kernel, limit)
+    busybox = section.get("busybox")
+    if isinstance(busybox, Mapping):
+        missing = list(busybox.get("not_configured") or [])
+        said = f"{len(missing):,} not configured in the drop's .config: {', '.join(missing)}"
+        lines.append(
+            f"    BusyBox: {int(busybox.get('applets') or 0):,} applets; "
+            + (said if missing else "every one configured in the drop's .config")
+        )
+    told = [c for c in section.get("components") or [] if c.get("counts")]
+    if told:
+        lines.append("    Source files in the binaries (told by their distinctive literals):")
+        lines += [
+            f"      {c.get('prefix')}: {int(c['counts'].get('true') or 0):,} in, "
+            f"{int(c['counts'].get('false') or 0):,} not, "
+            f"{int(c['counts'].get('none') or 0):,} cannot be told"
+            for c in told
+        ]
+    return lines
+
+
+def _unmet_lines(manifest: Mapping[str, Any], unmet: list[Mapping[str, Any]], limit: int) -> list[str]:
+    """The binaries whose source the drop lacks or holds in another version: by package when they are
+    more than ``limit``, then one by one (path, package and version, licence, what the drop has)."""
+    if not unmet:
+        return []
+    lines = [f"    Binaries whose source the drop does not hold as built ({len(unmet):,}):"]
+    shown = limit
+    if len(unmet) > limit:
+        for (status, name, has), n, first in _binary_groups(manifest, unmet)[:GROUP_LINES]:
+            lines.append(f"      {status:<14} {name:<24} {n:>6,}  the drop has {has}; e.g. {first['path']}")
+        shown = GROUP_LINES // 2
+        lines.append(f"    The first {shown} of them:")
+    for b in unmet[:shown]:
+        licence = f", {b['license']}" if b.get("license") else ""
+        lines.append(
+            f"      {b.get('status'):<14} {b['path']}: {view.binary_name(b)}{licence}; "
+            f"the drop has {view.drop_has(manifest, b)}"
+        )
+    if len(unmet) > shown:
+        lines.append(f"      … and {len(unmet) - shown:,} more (see the manifest)")
+    return lines
+
+
+def _kernel_lines(kernel: Mapping[str, Any], limit: int) -> list[str]:
+    facts = view.kernel_facts(kernel)
+    lines = [f"    Kernel: {facts[0]}", *(f"            {fact}" for fact in facts[1:])]
+    differences = kernel.get("option_differences") or {}
+    lines += [f"              {view.option_difference(k, v)}" for k, v in list(differences.items())[:limit]]
+    if len(differences) > limit:
+        lines.append(f"              … and {len(differences) - limit:,} more options (see the manifest)")
+    other = kernel.get("modules_other_release") or []
+    lines += [f"              {p}" for p in other[:limit]]
+    if len(other) > limit:
+        lines.append(f"              … and {len(other) - limit:,} more modules (see the manifest)")
+    return lines
+
+
+def _binary_groups(
+    manifest: Mapping[str, Any], found: list[Mapping[str, Any]]
+) -> list[tuple[tuple[str, str, str], int, Mapping[str, Any]]]:
+    """Binaries grouped by (status, package and version, what the drop has): count and first, in order."""
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for b in found:
+        key = (str(b.get("status")), view.binary_name(b) if b.get("package") else "(unnamed)",
+               view.drop_has(manifest, b))  # fmt: skip
+        if key in groups:
+            groups[key][0] += 1
+        else:
+            groups[key] = [1, b]
+    return sorted(
+        ((k, n, b) for k, (n, b) in groups.items()), key=lambda g: (view.status_rank(g[0][0]), -g[1], g[0])
+    )

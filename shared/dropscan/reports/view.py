@@ -69,10 +69,12 @@ def severity_rank(severity: str | None) -> int:
 
 
 def flags(manifest: Manifest) -> list[dict[str, Any]]:
-    """The red flags, most severe first, the vendor's before upstream's own text, then by path and line."""
+    """The red flags, most severe first, the vendor's before upstream's own text, then by path and line;
+    flags in files no binary of the firmware contains (``shipped: false``) after all the others."""
     return sorted(
         manifest.get("flags") or [],
         key=lambda f: (
+            f.get("shipped") is False,
             severity_rank(f.get("severity")),
             bool(f.get("upstream_text")),  # upstream's own text below the vendor's
             f.get("path") or "",
@@ -362,3 +364,193 @@ def has_evidence(manifest: Manifest) -> bool:
     """Whether modified files carry evidence (manifests before issue 24 do not)."""
     s = manifest.get("summary") or {}
     return "backported" in s or "vendor_changed" in s or "evidence" in manifest
+
+
+# ------------------------------------------------------------------ firmware (issue 35)
+#: binary statuses, those a reader acts on first (``dropscan.firmware.matching``)
+BINARY_STATUSES: tuple[str, ...] = (
+    "wrong-version",
+    "source-missing",
+    "unknown",
+    "corresponds",
+    "no-obligation",
+)
+#: statuses that need nothing of the drop: the source is there, or the licence asks for none
+SATISFIED: frozenset[str] = frozenset({"corresponds", "no-obligation"})
+FIRMWARE_VERDICTS: dict[str, str] = {
+    "complete": "the drop holds the source of every binary whose licence asks for it",
+    "incomplete": "binaries under copyleft licences ship without their source in the drop",
+    "wrong": "the drop is not the source of what ships: another version, kernel or architecture",
+}
+
+
+def firmware(manifest: Manifest) -> Mapping[str, Any] | None:
+    """The manifest's ``firmware`` part (``stages.firmware_check.attach``); None without an image."""
+    value = manifest.get("firmware")
+    return value if isinstance(value, Mapping) and value.get("images") else None
+
+
+def firmware_images(manifest: Manifest) -> list[Mapping[str, Any]]:
+    fw = firmware(manifest)
+    return list(fw["images"]) if fw else []
+
+
+def status_rank(status: str | None) -> int:
+    return BINARY_STATUSES.index(status) if status in BINARY_STATUSES else len(BINARY_STATUSES)
+
+
+def binaries(section: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The image's binaries, those a reader acts on first (wrong version, source missing), then by path."""
+    return sorted(section.get("binaries") or [], key=lambda b: (status_rank(b.get("status")), b["path"]))
+
+
+def unmet(section: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The binaries whose source the drop does not hold, or holds in another version, or that are unknown."""
+    return [b for b in binaries(section) if b.get("status") not in SATISFIED]
+
+
+def status_counts(section: Mapping[str, Any]) -> dict[str, int]:
+    """``{status: n}`` in reading order (the section's summary, else counted)."""
+    counts = (section.get("summary") or {}).get("statuses")
+    if not isinstance(counts, Mapping):
+        counts = {}
+        for b in section.get("binaries") or []:
+            counts[b.get("status")] = counts.get(b.get("status"), 0) + 1
+    return {s: int(n) for s, n in sorted(counts.items(), key=lambda kv: status_rank(kv[0])) if n}
+
+
+def binary_name(b: Mapping[str, Any]) -> str:
+    """``busybox 1.35.0``; a binary of no known package by its file name."""
+    if b.get("package"):
+        return f"{b['package']} {b['version']}" if b.get("version") else str(b["package"])
+    return file_name(str(b.get("path") or ""))
+
+
+def file_name(path: str) -> str:
+    """The last name of an image path: ``router.bin@0x4c0000:squashfs!/bin/busybox`` -> ``busybox``."""
+    return path.rsplit("!", 1)[-1].rstrip("/").rsplit("/", 1)[-1] or path
+
+
+def drop_component(manifest: Manifest, prefix: str | None) -> Mapping[str, Any] | None:
+    """The manifest's component of ``prefix`` (a section names it as the drop's folder, slash or not)."""
+    if not prefix:
+        return None
+    for c in manifest.get("components") or []:
+        if str(c.get("prefix") or "").rstrip("/") == prefix.rstrip("/"):
+            return c  # type: ignore[no-any-return]
+    return None
+
+
+def drop_has(manifest: Manifest, b: Mapping[str, Any]) -> str:
+    """What the drop holds for a binary, to follow "the drop has": ``busybox 1.30.1 (busybox-1.30.1)``,
+    ``no source of it``."""
+    prefix = b.get("component")
+    if not prefix:
+        return "nothing identified as it" if b.get("status") == "unknown" else "no source of it"
+    c = drop_component(manifest, str(prefix))
+    package = (c or {}).get("package") or b.get("package")
+    version = (c or {}).get("version")
+    named = (
+        f"{package} {version}" if package and version else f"{package or 'source'}, version not identified"
+    )
+    return f"{named} ({prefix})"
+
+
+def binary_evidence(b: Mapping[str, Any]) -> str:
+    """``identifier: BusyBox v1.35.0``; ``literals: 1,480 literals``: how the binary was named, by what."""
+    ev = b.get("evidence") or {}
+    parts = [str(i) for i in ev.get("identifiers") or []]
+    if ev.get("literals"):
+        parts.append(plural(int(ev["literals"]), "literal"))
+    return str(ev.get("by") or "none") + (": " + "; ".join(parts) if parts else "")
+
+
+def binary_purpose(b: Mapping[str, Any]) -> str:
+    """What the binary is, in the words SPDX and CycloneDX share: application, library, operating-system
+    (the kernel and its modules), firmware (a bootloader), file (bytes no format claimed)."""
+    kind = b.get("kind")
+    if kind in ("kernel", "module"):
+        return "operating-system"
+    if kind == "bootloader":
+        return "firmware"
+    if kind != "elf":
+        return "file"
+    elf = b.get("elf") or {}
+    name = file_name(str(b.get("path") or ""))
+    if elf.get("soname") or _shared_name(name):
+        return "library"
+    return "application"
+
+
+def _shared_name(name: str) -> bool:
+    """``libc.so.6``, ``libxt_tcp.so``, ``ld.so.1``: a shared object by its name."""
+    return name.endswith(".so") or ".so." in name
+
+
+def kernel_facts(kernel: Mapping[str, Any]) -> list[str]:
+    """The kernel check in sentences: version, configuration's architecture, options, modules."""
+    version, drop = kernel.get("version"), kernel.get("drop_version")
+    arch = f" ({kernel['arch']})" if kernel.get("arch") else ""
+    if drop is None:
+        said = "the drop has no kernel Makefile to compare with"
+    elif kernel.get("version_mismatch"):
+        said = f"the drop's Makefile says {drop}: ANOTHER VERSION"
+    else:
+        said = f"the drop's Makefile says {drop}: the same"
+    facts = [f"Linux {version or 'version unknown'}{arch}; {said}."]
+    if kernel.get("config_arch") is None:
+        facts.append("The drop has no kernel .config selecting an architecture.")
+    elif kernel.get("config_arch_mismatch"):
+        facts.append(f"The drop's .config is for {kernel['config_arch']}: ANOTHER ARCHITECTURE.")
+    else:
+        facts.append(f"The drop's .config is for {kernel['config_arch']}: the same architecture.")
+    differences = kernel.get("option_differences") or {}
+    source = kernel.get("config_source")
+    n = len(differences)
+    verb = "differs" if n == 1 else "differ"
+    if source == "ikconfig":
+        facts.append(
+            f"{plural(n, 'option')} of the image's built-in configuration (IKCONFIG) {verb} from the drop's "
+            ".config."
+        )
+    elif source == "modules":
+        implied = int(kernel.get("implied_options") or 0)
+        facts.append(
+            f"{n:,} of the {plural(implied, 'option')} its modules and built-ins imply {verb} from the "
+            "drop's .config."
+        )
+    else:
+        facts.append("Options not compared: no configuration of the image, or no .config in the drop.")
+    other = kernel.get("modules_other_release") or []
+    facts.append(
+        f"{plural(len(other), 'module')} built for another kernel release."
+        if other
+        else "Every module is built for this kernel release."
+    )
+    return facts
+
+
+def option_value(value: Any) -> str:
+    return "not set" if value in (None, "n") else str(value)
+
+
+def option_difference(option: str, values: Sequence[Any]) -> str:
+    """``CONFIG_USB_UAS: m in the image (modules), y in the drop``."""
+    image, drop = values[0], values[1]
+    source = f" ({values[2]})" if len(values) > 2 and values[2] else ""
+    return f"{option}: {option_value(image)} in the image{source}, {option_value(drop)} in the drop"
+
+
+def in_binary_label(f: Mapping[str, Any]) -> str | None:
+    """``in the firmware`` / ``not in the firmware`` for a source file the firmware check told."""
+    value = f.get("in_binary")
+    if value is True:
+        return "in the firmware"
+    if value is False:
+        return "not in the firmware"
+    return None
+
+
+def unshipped(flag: Mapping[str, Any]) -> bool:
+    """A flag in a file no shipped binary contains (``stages.firmware_check.attach``)."""
+    return flag.get("shipped") is False

@@ -93,7 +93,25 @@ def firmware_section(
     return section
 
 
-VERDICT_ORDER = ("complete", "incomplete", "wrong")
+VERDICT_ORDER = ("complete", "unknown", "incomplete", "wrong")
+
+
+def unread_section(name: str, size: int, reason: str) -> dict[str, Any]:
+    """The section of an image that was not read at all (too big to fetch): nothing is told about it."""
+    return {
+        "image": name,
+        "size": size,
+        "arch": None,
+        "verdict": "unknown",
+        "stopped": reason,
+        "blobs": [],
+        "binaries": [],
+        "kernel": None,
+        "busybox": None,
+        "summary": {"binaries": 0, "statuses": {}, "files": 0},
+        "seconds": {},
+        "components": [],
+    }
 
 
 def attach(manifest: dict[str, Any], sections: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -278,7 +296,7 @@ def _section(
         "image": image.name,
         "size": unpacked.size,
         "arch": found.arch,
-        "verdict": matching.verdict(matches, kernel),
+        "verdict": _verdict(unpacked, matches, kernel),
         "stopped": unpacked.stopped,
         "blobs": [
             {
@@ -298,6 +316,17 @@ def _section(
         "summary": {"binaries": len(matches), "statuses": counts, "files": len(unpacked.files())},
         "seconds": {k: round(v, 3) for k, v in clock.items()},
     }
+
+
+def _verdict(
+    unpacked: carve.Unpacked, matches: list[matching.Match], kernel: matching.KernelCheck | None
+) -> str:
+    """The matching's verdict; ``unknown`` in place of ``complete`` when the image could not be read to
+    the end or showed no binary at all: what was not seen cannot be said to have its source."""
+    told = matching.verdict(matches, kernel)
+    if told == "complete" and (unpacked.stopped or not matches):
+        return "unknown"
+    return told
 
 
 def _binary(m: matching.Match, b: inventory.Binary) -> dict[str, Any]:

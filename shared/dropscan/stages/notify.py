@@ -5,20 +5,38 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from aws_lambda_powertools import Logger
+
 from dropscan.reports.summary import body, message_attributes, subject
+from dropscan.store.firmware_uploads import pending_images
 from dropscan.store.idempotency import once
 from dropscan.store.services import Services
 
+logger = Logger(service="dropscan", child=True)
+
 
 def notify_manifest(svc: Services, bucket: str, key: str) -> str | None:
-    """Publish the summary of one manifest once; returns the SNS message id, None if published before."""
-    identity = {"bucket": bucket, "key": key}
-    return once(svc, "notify", _publish_summary, svc=svc, bucket=bucket, key=key, identity=identity)
-
-
-def _publish_summary(*, svc: Services, bucket: str, key: str, identity: dict[str, str]) -> str:
-    """Read the manifest, link its reports, publish."""
+    """Publish the summary of one revision of a manifest once; returns the SNS message id, None if
+    published before or held back for the firmware images of its drop that are not in it yet."""
     manifest = svc.work.get_document(key, bucket)
+    if svc.settings.firmware_queue_url and pending_images(svc, manifest):
+        # the revision with them is the one notified (stages.firmware): one notification for the pair
+        svc.work.send_firmware(manifest["supplier"], manifest["scan_id"])
+        logger.info("notification held for firmware images", extra={"scan_id": manifest["scan_id"]})
+        return None
+    identity = {"bucket": bucket, "key": key}
+    revision = int(manifest.get("revision") or 1)
+    if revision > 1:
+        identity["revision"] = str(revision)
+    return once(
+        svc, "notify", _publish_summary, svc=svc, bucket=bucket, manifest=manifest, key=key, identity=identity
+    )
+
+
+def _publish_summary(
+    *, svc: Services, bucket: str, key: str, manifest: Mapping[str, Any], identity: dict[str, str]
+) -> str:
+    """Link the manifest's reports, publish."""
     links = report_links(svc, bucket, key, manifest)
     text = body(manifest, links=links, links_expire=svc.settings.report_link_expiry)
     return svc.work.publish(

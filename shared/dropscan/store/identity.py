@@ -1,5 +1,6 @@
-"""The review desk's users in the Cognito user pool: sign-in (the desk's one public call) and the
-administration ``dropscan users`` does. Groups say whose drops a user sees (dropscan.web.access)."""
+"""The review desk's users in the Cognito user pool: sign-in (the desk's one public call), the first
+sign-in's new password, and the administration ``dropscan users`` does. Groups say whose drops a user
+sees (dropscan.web.access)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,24 @@ from botocore.config import Config
 
 class SignInError(Exception):
     """Wrong name or password, or an account that cannot sign in yet: one message for all of them."""
+
+
+class PasswordRefused(Exception):
+    """A new password the pool's policy refuses (InvalidPasswordException): the message says why."""
+
+
+#: the pool's password policy in words (template.yaml's UserPool; tests/infra holds the two together)
+POLICY = "at least 12 characters, with upper and lower case letters and a digit"
+
+
+@dataclass(frozen=True)
+class NewPasswordRequired:
+    """A first sign-in with the temporary password an administrator set: Cognito answered the
+    NEW_PASSWORD_REQUIRED challenge, whose session (minutes long, for one answer) takes the user's own
+    password (:func:`set_new_password`). No token yet."""
+
+    username: str
+    session: str
 
 
 @dataclass(frozen=True)
@@ -33,8 +52,9 @@ def client(region: str, endpoint_url: str | None = None, *, signed: bool = True)
     )
 
 
-def sign_in(cognito: Any, client_id: str, username: str, password: str) -> Tokens:
-    """USER_PASSWORD_AUTH: the ID token (its claims name the user and their groups)."""
+def sign_in(cognito: Any, client_id: str, username: str, password: str) -> Tokens | NewPasswordRequired:
+    """USER_PASSWORD_AUTH: the ID token (its claims name the user and their groups), or, for a user whose
+    password is still the temporary one, the challenge to choose their own."""
     if not username or not password:
         raise SignInError("name and password, please")
     try:
@@ -55,7 +75,50 @@ def sign_in(cognito: Any, client_id: str, username: str, password: str) -> Token
             raise SignInError("wrong name or password") from e
         raise
     result = resp.get("AuthenticationResult")
-    if not result:  # a challenge (a new password): an administrator sets a permanent one
+    if result:
+        return _tokens(result)
+    if resp.get("ChallengeName") == "NEW_PASSWORD_REQUIRED" and resp.get("Session"):
+        params = resp.get("ChallengeParameters") or {}
+        # the pool's own name of the user (the one RespondToAuthChallenge wants), else the name typed
+        name = str(params.get("USER_ID_FOR_SRP") or params.get("USERNAME") or username)
+        return NewPasswordRequired(username=name, session=str(resp["Session"]))
+    # another challenge (MFA): the pool has none configured, and the desk answers none
+    raise SignInError(f"this account must first be set up ({resp.get('ChallengeName', 'challenge')})")
+
+
+def set_new_password(cognito: Any, client_id: str, username: str, session: str, new_password: str) -> Tokens:
+    """Answer the NEW_PASSWORD_REQUIRED challenge with the user's own password (RespondToAuthChallenge):
+    the tokens of a sign-in, the temporary password gone. :class:`PasswordRefused` when the policy
+    refuses the password; :class:`SignInError` when the session has expired or was made up."""
+    if not username or not 20 <= len(session) <= 2048:  # the API's bounds: nothing else is a session
+        raise SignInError("no sign-in to finish: sign in with your temporary password")
+    if not new_password:
+        raise PasswordRefused(f"choose a password: {POLICY}")
+    try:
+        resp = cognito.respond_to_auth_challenge(
+            ClientId=client_id,
+            ChallengeName="NEW_PASSWORD_REQUIRED",
+            Session=session,
+            ChallengeResponses={"USERNAME": username, "NEW_PASSWORD": new_password},
+        )
+    except cognito.exceptions.ClientError as e:
+        error = e.response.get("Error", {})
+        code = error.get("Code", "")
+        if code == "InvalidPasswordException":
+            raise PasswordRefused(f"the pool's policy refuses this password: {POLICY}") from e
+        if code == "InvalidParameterException":  # e.g. a password of blanks, or one too long
+            raise PasswordRefused(f"this password cannot be used: {POLICY}") from e
+        if code in (
+            "NotAuthorizedException",  # the session expired (three minutes) or was used
+            "ResourceNotFoundException",  # a session Cognito never issued (moto says so)
+            "CodeMismatchException",
+            "ExpiredCodeException",
+            "UserNotFoundException",
+        ):
+            raise SignInError("this sign-in has expired: sign in again with your temporary password") from e
+        raise
+    result = resp.get("AuthenticationResult")
+    if not result:
         raise SignInError(f"this account must first be set up ({resp.get('ChallengeName', 'challenge')})")
     return _tokens(result)
 
@@ -100,12 +163,19 @@ def sign_out(cognito: Any, access_token: str) -> None:
             raise
 
 
-def add_user(cognito: Any, pool: str, username: str, password: str, groups: list[str]) -> None:
-    """Create the user (or find it) with a permanent password, and put it in ``groups`` (created when
-    missing)."""
+def add_user(
+    cognito: Any, pool: str, username: str, password: str, groups: list[str], *, temporary: bool = False
+) -> None:
+    """Create the user (or find it) with ``password``, and put it in ``groups`` (created when missing).
+    A ``temporary`` password signs in once, to choose the user's own (FORCE_CHANGE_PASSWORD: Cognito
+    answers the sign-in with NEW_PASSWORD_REQUIRED); otherwise it is the user's password from now on."""
     with contextlib.suppress(cognito.exceptions.UsernameExistsException):
+        # no message: the pool sends no e-mail; the administrator hands the password over
         cognito.admin_create_user(UserPoolId=pool, Username=username, MessageAction="SUPPRESS")
-    cognito.admin_set_user_password(UserPoolId=pool, Username=username, Password=password, Permanent=True)
+    # one call for both kinds (and for a user found again): the pool's policy is checked either way
+    cognito.admin_set_user_password(
+        UserPoolId=pool, Username=username, Password=password, Permanent=not temporary
+    )
     for g in groups:
         ensure_group(cognito, pool, g)
         cognito.admin_add_user_to_group(UserPoolId=pool, Username=username, GroupName=g)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from boto3.s3.transfer import TransferConfig
+from botocore.exceptions import ClientError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -59,6 +60,25 @@ class Objects:
             version_id=head.get("VersionId"),
             metadata=dict(head.get("Metadata", {})),
         )
+
+    def find(self, bucket: str, key: str) -> StoredObject | None:
+        """The object's current version, None when there is none (other errors are raised)."""
+        try:
+            return self.head(bucket, key)
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+
+    def listed(self, bucket: str, prefix: str) -> list[StoredObject]:
+        """The objects under ``prefix``, in key order (their current versions; no metadata: a listing
+        does not carry it)."""
+        out: list[StoredObject] = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for o in page.get("Contents", []):
+                etag = o.get("ETag", "").strip('"') or None
+                out.append(StoredObject(bucket, o["Key"], int(o.get("Size", 0)), etag, None))
+        return out
 
     def open(
         self, bucket: str, key: str, version_id: str | None = None, *, start: int = 0, end: int | None = None

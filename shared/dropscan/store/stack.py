@@ -18,6 +18,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
 from dropscan.keys import (
+    firmware_key,
     git_report_key,
     manifest_key,
     product_key,
@@ -207,6 +208,12 @@ class Client:
         etag = self.s3.head_object(Bucket=self.names.drops_bucket, Key=key)["ETag"].strip('"')
         return key, scan_id_for(self.names.drops_bucket, key, etag)
 
+    def upload_firmware(self, image: Path, supplier: str, drop_name: str) -> str:
+        """Upload a firmware image beside the drop ``drops/<supplier>/<drop_name>``; returns its key."""
+        key = firmware_key(supplier, drop_name, image.name)
+        self.s3.upload_file(str(image), self.names.drops_bucket, key, Config=SINGLE_PUT)
+        return key
+
     def download_reports(self, manifest: dict[str, Any], folder: Path) -> list[Path]:
         """The scan's reports (HTML, SPDX, CycloneDX) into ``folder``, named as in the results bucket."""
         out = []
@@ -216,9 +223,22 @@ class Client:
             out.append(path)
         return out
 
-    def wait_manifest(self, supplier: str, scan_id: str, *, timeout: float = 3600) -> dict[str, Any] | None:
+    def wait_manifest(
+        self, supplier: str, scan_id: str, *, timeout: float = 3600, firmware: Sequence[str] = ()
+    ) -> dict[str, Any] | None:
+        """The scan's manifest once written and, with ``firmware`` (the keys of its images), once revised
+        with a section for each; None when that did not happen within ``timeout`` seconds."""
         key = manifest_key(supplier, scan_id)
-        if not self.pump(lambda: self._exists(self.names.results_bucket, key), timeout):
+
+        def done() -> bool:
+            if not self._exists(self.names.results_bucket, key):
+                return False
+            if not firmware:
+                return True
+            images = (self.manifest(supplier, scan_id).get("firmware") or {}).get("images") or []
+            return set(firmware) <= {(s.get("source") or {}).get("key") for s in images}
+
+        if not self.pump(done, timeout):
             return None
         return self.manifest(supplier, scan_id)
 

@@ -115,6 +115,13 @@ class Work:
             MessageBody=json.dumps({"scan_id": scan_id, "key": key, **kind}),
         )
 
+    def send_firmware(self, supplier: str, scan_id: str) -> None:
+        """A scan whose firmware images are not all in its manifest yet, to the firmware queue."""
+        self.sqs.send_message(
+            QueueUrl=self.settings.firmware_queue_url,
+            MessageBody=json.dumps({"firmware": {"supplier": supplier, "scan_id": scan_id}}),
+        )
+
     def dead_letters(self, queue_url: str) -> Iterator[tuple[str, str]]:
         """(message id, body) of each message of a dead-letter queue, each once; they stay in the queue."""
         seen: set[str] = set()

@@ -91,11 +91,35 @@ def csrf_token(user: User) -> str:
 def check_state_change(user: User, token: str, headers: Mapping[str, str], host: str) -> None:
     """Refuse (:class:`Forbidden`) a state-changing request without this session's CSRF token, or sent
     by another site (``Origin`` or ``Sec-Fetch-Site`` say so)."""
+    _check_same_site(headers, host)
+    _check_token(token, csrf_token(user))
+
+
+def challenge_csrf_token(username: str, session: str) -> str:
+    """The CSRF token of a first sign-in's new-password form, before there is any ID token: keyed by the
+    challenge's session, which only the browser that signed in with the temporary password was given."""
+    return hmac.new(
+        session.encode(), b"dropscan-desk-new-password\0" + username.encode(), hashlib.sha256
+    ).hexdigest()
+
+
+def check_new_password(
+    username: str, session: str, token: str, headers: Mapping[str, str], host: str
+) -> None:
+    """The same refusals as :func:`check_state_change` for the new-password request."""
+    _check_same_site(headers, host)
+    _check_token(token, challenge_csrf_token(username, session) if session else "")
+
+
+def _check_same_site(headers: Mapping[str, str], host: str) -> None:
     lowered = {k.lower(): v for k, v in headers.items()}
     origin = lowered.get("origin")
     if origin and origin != "null" and urlsplit(origin).netloc.lower() != host.lower():
         raise Forbidden(f"a request from another site ({origin})")
     if origin == "null" or lowered.get("sec-fetch-site") == "cross-site":
         raise Forbidden("a request from another site")
-    if not token or not hmac.compare_digest(token, csrf_token(user)):
+
+
+def _check_token(token: str, expected: str) -> None:
+    if not token or not expected or not hmac.compare_digest(token, expected):
         raise Forbidden("this form has expired or did not come from the desk: reload the page")

@@ -3,7 +3,8 @@
 Every route but ``PUBLIC_ROUTES`` sits behind the HTTP API's JWT authorizer (template.yaml; locally
 dropscan.local.http_api plays it), and every one of them checks here, from the claims, that the user may see
 the supplier it touches: another supplier's scan answers 404 exactly as a scan that does not exist.
-State changes (decisions) also pass :func:`dropscan.web.access.check_state_change`. Every response
+State changes (decisions) also pass :func:`dropscan.web.access.check_state_change`, and a first
+sign-in's new password :func:`dropscan.web.access.check_new_password`. Every response
 carries a strict Content-Security-Policy (:func:`handle`).
 """
 
@@ -28,7 +29,15 @@ from dropscan.audit.decision_rules import DecisionError, choose, in_review_class
 from dropscan.models import VERDICTS, Decision
 from dropscan.reports import view
 from dropscan.web import render, review
-from dropscan.web.access import Forbidden, User, check_state_change, csrf_token, user_of
+from dropscan.web.access import (
+    Forbidden,
+    User,
+    challenge_csrf_token,
+    check_new_password,
+    check_state_change,
+    csrf_token,
+    user_of,
+)
 
 if TYPE_CHECKING:
     from dropscan.store.desk import Desk, ScanEntry
@@ -39,6 +48,7 @@ PUBLIC_ROUTES = (
     ("GET", "/"),
     ("GET", "/static/{name}"),
     ("POST", "/auth/signin"),
+    ("POST", "/auth/new-password"),  # a first sign-in: the challenge's session is the credential
     ("POST", "/auth/refresh"),  # the ID token may have expired: the refresh token is the credential
     ("POST", "/auth/signout"),  # the access token is the credential
 )
@@ -76,7 +86,8 @@ class Backend:
     """What the routes read and write through, built once per process from the environment."""
 
     desk: Desk
-    sign_in: Callable[[str, str], Any]  # (name, password) -> dropscan.store.identity.Tokens
+    sign_in: Callable[[str, str], Any]  # (name, password) -> identity.Tokens | identity.NewPasswordRequired
+    new_password: Callable[[str, str, str], Any]  # (name, challenge session, password) -> identity.Tokens
     renew: Callable[[str], Any]  # refresh token -> dropscan.store.identity.Tokens
     sign_out: Callable[[str], None]  # access token -> the session's tokens revoked
 
@@ -101,6 +112,7 @@ class Backend:
         return cls(
             desk=desk,
             sign_in=lambda u, p: identity.sign_in(cognito, client_id, u, p),
+            new_password=lambda u, session, p: identity.set_new_password(cognito, client_id, u, session, p),
             renew=lambda token: identity.refresh(cognito, client_id, token),
             sign_out=lambda token: identity.sign_out(cognito, token),
         )
@@ -211,18 +223,60 @@ def static(name: str) -> Response[str]:
 
 @app.post("/auth/signin")
 def signin() -> Response[str]:
-    from dropscan.store.identity import SignInError
+    """The tokens of a sign-in; for a user whose password is still the temporary one, no token but the
+    state ``new-password-required`` with the challenge's session and its CSRF token."""
+    from dropscan.store.identity import NewPasswordRequired, SignInError
 
     form = {k: v[0] for k, v in _form().items()}
     try:
-        tokens = backend().sign_in(form.get("username", "").strip(), form.get("password", ""))
+        answer = backend().sign_in(form.get("username", "").strip(), form.get("password", ""))
+    except SignInError as e:
+        return _json({"message": str(e)}, 401)
+    if isinstance(answer, NewPasswordRequired):
+        return _json(
+            {
+                "state": "new-password-required",
+                "message": "Your password was a temporary one: choose your own to sign in.",
+                "username": answer.username,
+                "session": answer.session,
+                "csrf": challenge_csrf_token(answer.username, answer.session),
+            }
+        )
+    return _json(_session(answer))
+
+
+@app.post("/auth/new-password")
+def new_password() -> Response[str]:
+    """A first sign-in's own password (the challenge's session, the CSRF token of the sign-in's answer,
+    the password twice): signed in as by /auth/signin, the temporary password gone."""
+    from dropscan.store.identity import PasswordRefused, SignInError
+
+    form = {k: v[0] for k, v in _form().items()}
+    username, session = form.get("username", "").strip(), form.get("session", "")
+    token = form.get("csrf") or _header("x-csrf-token")
+    try:
+        check_new_password(username, session, token, app.current_event.headers or {}, _host())
+    except Forbidden as e:
+        return _json({"message": str(e)}, 403)
+    password = form.get("new_password", "")
+    if "confirm" in form and form["confirm"] != password:
+        return _json({"message": "the two passwords differ: type the same one twice"}, 400)
+    try:
+        tokens = backend().new_password(username, session, password)
+    except PasswordRefused as e:
+        return _json({"message": str(e)}, 400)
     except SignInError as e:
         return _json({"message": str(e)}, 401)
     return _json(_session(tokens))
 
 
 def _session(tokens: Any) -> dict[str, Any]:
-    out = {"id_token": tokens.id_token, "access_token": tokens.access_token, "expires_in": tokens.expires_in}
+    out = {
+        "state": "signed-in",
+        "id_token": tokens.id_token,
+        "access_token": tokens.access_token,
+        "expires_in": tokens.expires_in,
+    }
     if tokens.refresh_token:
         out["refresh_token"] = tokens.refresh_token
     return out

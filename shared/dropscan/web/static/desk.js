@@ -108,20 +108,62 @@
     if (form) form.hidden = false;
   }
 
+  function fail(id, message) {
+    const err = document.getElementById(id);
+    err.textContent = message;
+    err.hidden = false;
+  }
+
   async function signIn(form) {
-    const err = document.getElementById("signin-error");
-    err.hidden = true;
+    document.getElementById("signin-error").hidden = true;
     const resp = await fetch("/auth/signin", {
       method: "POST",
       headers: { "Content-Type": "application/x-www-form-urlencoded" },
       body: new URLSearchParams(new FormData(form)),
     });
     const body = await resp.json().catch(() => ({}));
-    if (!resp.ok || !body.id_token) {
-      err.textContent = body.message || "sign-in failed";
-      err.hidden = false;
+    if (resp.ok && body.state === "new-password-required") { askNewPassword(form, body); return; }
+    if (!resp.ok || !body.id_token) { fail("signin-error", body.message || "sign-in failed"); return; }
+    keep(body, null);
+    load(target(), {}, "replace");
+  }
+
+  // a first sign-in with a temporary password: the challenge's session and its CSRF token go in the
+  // new-password form (never into storage), which answers it with the user's own password
+  function askNewPassword(signin, body) {
+    const form = document.getElementById("new-password");
+    document.getElementById("new-password-username").value = body.username;
+    document.getElementById("new-password-session").value = body.session;
+    document.getElementById("new-password-csrf").value = body.csrf;
+    document.getElementById("new-password-error").hidden = true;
+    signin.reset();
+    signin.hidden = true;
+    form.hidden = false;
+    document.getElementById("new-password-1").focus();
+  }
+
+  async function setNewPassword(form) {
+    document.getElementById("new-password-error").hidden = true;
+    const data = new URLSearchParams(new FormData(form));
+    if (data.get("new_password") !== data.get("confirm")) {
+      fail("new-password-error", "the two passwords differ: type the same one twice");
       return;
     }
+    const resp = await fetch("/auth/new-password", {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded", "X-CSRF-Token": data.get("csrf") || "" },
+      body: data,
+    });
+    const body = await resp.json().catch(() => ({}));
+    if (resp.status === 401) { // the challenge's minutes are over: sign in again with the temporary password
+      form.reset();
+      form.hidden = true;
+      document.getElementById("signin").hidden = false;
+      fail("signin-error", body.message || "sign in again");
+      return;
+    }
+    if (!resp.ok || !body.id_token) { fail("new-password-error", body.message || "not set"); return; }
+    form.reset();
     keep(body, null);
     load(target(), {}, "replace");
   }
@@ -151,6 +193,7 @@
     const form = ev.target;
     ev.preventDefault();
     if (form.id === "signin") { signIn(form); return; }
+    if (form.id === "new-password") { setNewPassword(form); return; }
     const data = new URLSearchParams(new FormData(form, ev.submitter));
     const action = new URL(form.action, location.href);
     if (form.method.toLowerCase() === "get") {
