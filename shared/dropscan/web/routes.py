@@ -457,6 +457,8 @@ def file_page(scan_id: str) -> Response[str]:
         d = in_force.get(str(f["sha256"]))
         state = d.verdict if d and d.at > row.at else row.state
     hunks = _hunks(user, entry, f)
+    # where a reviewer working through the review set goes from here, as the drop's page stands now
+    upcoming = review.next_undecided(_current_rows(entry, index), path)
     origin_label = ORIGINS.get(str((ev or {}).get("origin")), "")
     body = render.page(
         "file.html",
@@ -479,6 +481,7 @@ def file_page(scan_id: str) -> Response[str]:
         decisions=history,
         hunks=hunks,
         state=state,
+        upcoming=upcoming,
         can_decide=user.can_decide(entry.supplier) and in_review_class(f),
         notice=_notice(params),
     )
