@@ -6,11 +6,12 @@ A new reviewer, made as an administrator makes one (``dropscan users add``: a te
 signs in with it and chooses their own; opens the drop, reads its review set off the table's pages,
 then opens every file of it one by one from its page (class, red flags, the diff against upstream),
 decides each with a click (accepted with a note; "needs action" for the first file with a red flag of
-severity action-required) and follows the page's "next undecided file" link until there is none; the
-drop's own state filter then shows nothing undecided. The supplier's next drop (that file reworked, two
-more reviewed files and two upstream-identical ones edited, one added) comes back with only those six
-to review and the rest accepted under the reviewer's name. Screenshots of the main steps go to
-``$DROPSCAN_TEST_OUT/web/busybox-*.png`` (default: the test's temporary folder).
+severity action-required): the first, then the page's "next undecided file" link; from the second on
+with "then open the next undecided file" ticked, until the desk brings her back to the last file with
+nothing left. The drop's own state filter then shows nothing undecided. The supplier's next drop (that
+file reworked, two more reviewed files and two upstream-identical ones edited, one added) comes back
+with only those six to review and the rest accepted under the reviewer's name. Screenshots of the main
+steps go to ``$DROPSCAN_TEST_OUT/web/busybox-*.png`` (default: the test's temporary folder).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ return {
   added_note: document.body.textContent.includes("An added file: no upstream file at this path."),
   copies: +((document.body.textContent.match(/(\d+) files of this drop have this content/) || [0, 1])[1]),
   next: q("#next-undecided") ? q("#next-undecided").getAttribute("href") : null,
-  undecided: text("#undecided"),
+  undecided: text("#undecided"), decided: text("#decided-file"),
+  then: q("#then-next") ? q("#then-next").checked : null,
 };
 """
 
@@ -188,28 +190,40 @@ def test_a_new_reviewer_decides_the_busybox_drop_from_its_pages_and_the_next_dro
         flags_at.setdefault(fl["path"], []).append(fl)
     decided: dict[str, str] = {}
     covered = 0  # files of the same content as one decided: its decision covers them, never opened
+    last: tuple[str, str] | None = None  # the file just decided, and how
     while len(decided) <= total:
         page = b.execute_script(FILE_PAGE)
+        if last is not None:  # the page a decision led to says what was recorded, and on which file
+            assert page["notice"].startswith(f"Recorded: {last[1]} on 1 distinct content"), page
+            assert page["then"], "the box stays ticked while working through"
+            if page["path"] == last[0]:  # back on the file just decided: nothing left
+                assert page["state"] == last[1] and page["next"] is None, page
+                break
+            assert page["decided"] == last[0], page
         row = rows[page["path"]]
         assert page["path"] not in decided, "the next undecided file was one decided already"
         check_file_page(page, row, flags_at[page["path"]])
         covered += page["copies"] - 1
         verdict = "needs-action" if page["path"] == flagged[0] else "accepted"
-        note = f"{row['flags'][0]}: back to acme" if verdict == "needs-action" else "read against upstream"
+        note = f"{row['flags'][0]}: back to acme" if verdict == "needs-action" else "as upstream's"
         b.find_element("css selector", "#note").send_keys(note)
         if not decided and row["cls"] == "modified":
             shot(b, site, "4-file-diff")
-        click(b, "#accept" if verdict == "accepted" else "#needs-action")
-        after = b.execute_script(FILE_PAGE)
-        assert after["path"] == page["path"] and after["state"] == verdict, after
-        assert after["notice"].startswith(f"Recorded: {verdict} on 1 distinct content")
-        decided[page["path"]] = verdict
         if verdict == "needs-action":
             shot(b, site, "5-needs-action")
-        if after["next"] is None:
-            break
-        click(b, "#next-undecided")
-    assert after["undecided"] == "Every file of the review set is decided."
+        if len(decided) == 1:  # from the second file on: each decision goes on to the next undecided file
+            b.find_element("css selector", "#then-next").click()
+        click(b, "#accept" if verdict == "accepted" else "#needs-action")
+        decided[page["path"]] = verdict
+        last = (page["path"], verdict)
+        if len(decided) == 1:  # the first: decided on its own page, then the link to the next one
+            after = b.execute_script(FILE_PAGE)
+            assert after["path"] == page["path"] and after["state"] == verdict, after
+            assert after["notice"].startswith(f"Recorded: {verdict} on 1 distinct content")
+            assert after["next"] and not after["then"]
+            click(b, "#next-undecided")
+            last = None
+    assert page["undecided"] == "Every file of the review set is decided."
     shot(b, site, "6-last-file-decided")
     assert list(decided.values()).count("needs-action") == 1
     # every file was opened once, but for those another file's decision covered (the same content)

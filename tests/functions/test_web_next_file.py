@@ -1,6 +1,7 @@
 """A reviewer working through a drop's review set file by file: each file's page links to the next
-undecided file (by path, round to the first), so that the whole set is decided from file pages alone,
-and says so when nothing is left. On moto, through the local HTTP API's JWT check."""
+undecided file (by path, round to the first), and a decision may go on to it at once, so that the whole
+set is decided from file pages alone; the page says so when nothing is left. On moto, through the local
+HTTP API's JWT check."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import pytest
 
@@ -62,27 +63,40 @@ def test_a_reader_is_shown_the_next_undecided_file_too(world: World) -> None:
     assert 'id="decide"' not in page and next_of(page) == second
 
 
-def test_the_whole_review_set_is_decided_from_file_pages_following_the_next_link(world: World) -> None:
+def test_the_whole_review_set_is_decided_from_file_pages_going_on_to_the_next_each_time(world: World) -> None:
+    """Each file decided with "then open the next undecided file" ticked: the decision lands the reviewer
+    on the file the page's link named, the box still ticked, the notice naming the file just decided;
+    after the last one, back on it with nothing left."""
     alice = world.desk.sign_in("alice")
     todo = sorted(review_set(world.acme.manifest))
     assert HOSTILE in todo and len(todo) == 9
     # from the last file by path, the next is the first: round to the start
     assert next_of(file_page(alice, world.acme, todo[-1])) == todo[0]
 
-    path: str | None = todo[0]
+    path = todo[0]
     seen: list[str] = []
-    while path is not None and len(seen) <= len(todo):
+    while len(seen) <= len(todo):
         seen.append(path)
-        form = {"csrf": alice.csrf(), "path": path, "back": "file", "verdict": "accepted", "note": "read"}
+        linked = next_of(file_page(alice, world.acme, path))
+        form = {"csrf": alice.csrf(), "path": path, "back": "file", "verdict": "accepted", "then": "next"}
         done = alice.post(f"/scans/{world.acme.scan_id}/decisions", form)
         assert done.status == 303
-        assert done.location.startswith(f"/scans/{world.acme.scan_id}/file?path={quote(path, safe='')}&")
-        page = file_page(alice, world.acme, path, done="1-accepted")
-        assert "Recorded: accepted" in page and 'id="file-state">accepted<' in page
-        path = next_of(page)
+        there = {k: v[0] for k, v in parse_qs(urlsplit(done.location).query).items()}
+        assert (there["decided"], there["done"], there["then"]) == (path, "1-accepted", "next")
+        page = alice.get(done.location).body
+        assert "Recorded: accepted" in page and 'id="then-next" checked' in page
+        if there["path"] == path:  # nothing left: back on the file just decided
+            assert linked is None and 'id="file-state">accepted<' in page
+            break
+        assert there["path"] == linked  # where the link before the decision pointed
+        assert f'file?path={quote(path, safe="")}" id="decided-file"' in page
+        assert 'id="file-state">open<' in page
         left = len(todo) - len(seen)
-        if path is not None:
-            assert f'id="undecided">{left} undecided in this drop<' in page
+        said = (
+            f"{left} undecided in this drop" if left > 1 else "This is the last undecided file of the drop."
+        )
+        assert f'id="undecided">{said}<' in page
+        path = there["path"]
     assert seen == todo  # every file once, in path order; the hostile name went through as a link
     assert 'id="undecided">Every file of the review set is decided.<' in page
     assert alice.get(f"/api/scans/{world.acme.scan_id}/review").json()["total"] == 0

@@ -40,6 +40,13 @@ def rgb(colour: str) -> tuple[int, int, int]:
 
 # ------------------------------------------------------------------ the desk in Chromium, through Selenium
 WAIT = 60  # seconds a page may take on a loaded machine; the waits end as soon as it is there
+POLL = 0.02  # how often a wait looks (Selenium's default, half a second, would be most of a walkthrough)
+
+
+def _waiting(b: Any) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(b, WAIT, poll_frequency=POLL)
 
 
 def browser_or_skip() -> tuple[str, str]:
@@ -76,36 +83,32 @@ def chromium(profile: Path) -> Iterator[Any]:
 def wait_for(b: Any, css: str, text: str | None = None) -> Any:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
 
     if text is not None:
-        WebDriverWait(b, WAIT).until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
-    return WebDriverWait(b, WAIT).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+        _waiting(b).until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+    return _waiting(b).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
 
 
 def wait_shown(b: Any, css: str) -> Any:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(b, WAIT).until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
+    return _waiting(b).until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
 
 
 def click(b: Any, css: str) -> None:
     """Click, then wait until the page the script puts in place of this one is there."""
     from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
 
     old = b.find_element("css selector", "body")
     b.find_element("css selector", css).click()
-    WebDriverWait(b, WAIT).until(ec.staleness_of(old))
+    _waiting(b).until(ec.staleness_of(old))
 
 
 def visit(b: Any, url: str) -> None:
     """Go to ``url`` (a "#/..." of the desk: the script fetches it), then wait until it is in place."""
     from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
 
     old = b.find_element("css selector", "body")
     b.get(url)
-    WebDriverWait(b, WAIT).until(ec.staleness_of(old))
+    _waiting(b).until(ec.staleness_of(old))
