@@ -4,9 +4,7 @@ upstream-identical files edited, one file added. Only those six are reviewed aga
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -15,33 +13,12 @@ import pytest
 from dropscan.audit.manifest import validate
 from dropscan.cli import main
 
-from helpers.builders import busybox_case
+from helpers.builders import busybox_case, next_drop
 
 
 @pytest.fixture(scope="module")
 def busybox(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return busybox_case(tmp_path_factory.mktemp("busybox-case"))
-
-
-def next_drop(first: Path, out: Path, edit: list[str], add: str) -> Path:
-    """The first drop with the files ``edit`` (paths under the top folder) changed and ``add`` added,
-    its top folder renamed for the new release, as a supplier would ship it."""
-    with tarfile.open(first) as src, tarfile.open(out, "w:gz", format=tarfile.PAX_FORMAT) as dst:
-        for member in src:
-            top, _, rest = member.name.partition("/")
-            data = src.extractfile(member).read() if member.isfile() else None  # type: ignore[union-attr]
-            member.name = f"{top.replace('1.35.0', '1.35.1')}/{rest}" if rest else member.name
-            if data is not None and rest in edit:
-                data += b"\n/* acme 1.35.1: reworked */\n"
-                member.size = len(data)
-            dst.addfile(member, io.BytesIO(data) if data is not None else None)
-            if rest == "Makefile":
-                top_name = member.name.split("/", 1)[0]
-        info = tarfile.TarInfo(f"{top_name}/{add}")
-        body = b"/* acme 1.35.1: new board support */\nint acme_board_v2;\n"
-        info.size, info.mtime = len(body), 1_700_000_000
-        dst.addfile(info, io.BytesIO(body))
-    return out
 
 
 def inner(path: str) -> str:

@@ -12,7 +12,6 @@ their own password in place of the temporary one. Screenshots of the main pages 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from dropscan.local.embedded import EmbeddedStack, embedded
 from dropscan.local.http_api import serve
 
+from helpers.browser import browser_or_skip, chromium, click, visit, wait_for, wait_shown
 from helpers.builders import make_tar
 from helpers.desk import PASSWORD, DeskClient
 from helpers.flows import Scanned, scan_and_wait
@@ -30,17 +30,6 @@ from helpers.product_drops import UPSTREAM, first_drop, second_drop
 
 HOSTILE = "widget-1.0-acme/acme/<img src=x onerror=alert(1)>.c"
 TEMPORARY = "Temporary-Pass-7"  # what `dropscan users add` printed for carol
-WAIT = 60  # seconds a page may take on a loaded machine; the waits end as soon as it is there
-
-
-def _browser_or_skip() -> tuple[str, str]:
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver is None:
-        if os.environ.get("DROPSCAN_REQUIRE_BROWSER") == "1":
-            pytest.fail("DROPSCAN_REQUIRE_BROWSER=1 but chromium or chromedriver is missing (make browser)")
-        pytest.skip("chromium and chromium-driver are not installed (make browser)")
-    pytest.importorskip("selenium")
-    return chromium, driver
 
 
 @dataclass
@@ -55,7 +44,7 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    _browser_or_skip()
+    browser_or_skip()
     tmp = tmp_path_factory.mktemp("browser")
     shots = Path(os.environ.get("DROPSCAN_TEST_OUT") or tmp) / "web"
     shots.mkdir(parents=True, exist_ok=True)
@@ -78,39 +67,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 @pytest.fixture
 def browser(site: Site) -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver = _browser_or_skip()
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1800",
-                "--disable-background-networking", "--disable-component-update", "--no-first-run",
-                f"--user-data-dir={site.tmp / 'chromium'}"):  # fmt: skip
-        options.add_argument(arg)
-    b = webdriver.Chrome(options=options, service=Service(driver))
-    try:
+    with chromium(site.tmp / "chromium") as b:
         yield b
-    finally:
-        b.quit()
-
-
-def wait_for(b: Any, css: str, text: str | None = None) -> Any:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    if text is not None:
-        WebDriverWait(b, WAIT).until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
-    return WebDriverWait(b, WAIT).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
-
-
-def wait_shown(b: Any, css: str) -> Any:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(b, WAIT).until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
 
 
 def sign_in(b: Any, site: Site, name: str, where: str = "") -> None:
@@ -119,26 +77,6 @@ def sign_in(b: Any, site: Site, name: str, where: str = "") -> None:
     b.find_element("css selector", "#password").send_keys(PASSWORD)
     b.find_element("css selector", "#signin-button").click()
     wait_for(b, "#who", name)
-
-
-def click(b: Any, css: str) -> None:
-    """Click, then wait until the page the script puts in place of this one is there."""
-    old = b.find_element("css selector", "body")
-    b.find_element("css selector", css).click()
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(b, WAIT).until(ec.staleness_of(old))
-
-
-def visit(b: Any, url: str) -> None:
-    """Go to ``url`` (a "#/..." of the desk: the script fetches it), then wait until it is in place."""
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    old = b.find_element("css selector", "body")
-    b.get(url)
-    WebDriverWait(b, WAIT).until(ec.staleness_of(old))
 
 
 def shot(b: Any, site: Site, name: str) -> None:

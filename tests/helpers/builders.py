@@ -150,7 +150,31 @@ def busybox_case(out: Path) -> Path:
     ../shared/cases' build_case.py from the recipe busybox.json."""
     cache, src = busybox_orig().parent, os.environ.get("DROPSCAN_CASES_SRC")
     if not src:
+        if os.environ.get("DROPSCAN_REQUIRE_CASES"):
+            pytest.fail("acceptance data required but DROPSCAN_CASES_SRC not set (make test sets it)")
         pytest.skip("DROPSCAN_CASES_SRC not set (make test sets it)")
     recipe = [str(Path(src) / "build_case.py"), str(Path(src) / "busybox.json"), "--cache", str(cache)]
     subprocess.run([sys.executable, *recipe, "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def next_drop(first: Path, out: Path, edit: list[str], add: str) -> Path:
+    """The supplier's next drop after the BusyBox acceptance drop ``first``: the files ``edit`` (paths
+    under the top folder) changed and ``add`` added, its top folder renamed for 1.35.1, as a supplier
+    would ship it (tests/e2e/test_decisions_busybox.py, test_web_busybox.py)."""
+    with tarfile.open(first) as src, tarfile.open(out, "w:gz", format=tarfile.PAX_FORMAT) as dst:
+        for member in src:
+            top, _, rest = member.name.partition("/")
+            data = src.extractfile(member).read() if member.isfile() else None  # type: ignore[union-attr]
+            member.name = f"{top.replace('1.35.0', '1.35.1')}/{rest}" if rest else member.name
+            if data is not None and rest in edit:
+                data += b"\n/* acme 1.35.1: reworked */\n"
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+            if rest == "Makefile":
+                top_name = member.name.split("/", 1)[0]
+        info = tarfile.TarInfo(f"{top_name}/{add}")
+        body = b"/* acme 1.35.1: new board support */\nint acme_board_v2;\n"
+        info.size, info.mtime = len(body), 1_700_000_000
+        dst.addfile(info, io.BytesIO(body))
     return out

@@ -4,6 +4,7 @@ the JWT check the local HTTP API plays, and the paging of a 120,000-file review 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -210,3 +211,23 @@ def test_the_default_page_is_the_filtered_one() -> None:
             slow.groups,
             slow.states,
         )
+
+
+def test_the_next_undecided_file_follows_by_path_and_wraps_round_to_the_first() -> None:
+    rows = review.rows(big_manifest(8))  # drop/d000/f000000.c ... drop/d007/f000007.c
+    paths = [r.path for r in rows]
+    decided = [Decision(subject="sha256:" + rows[i].sha256, scope="supplier", supplier="acme", verdict=v,
+                        by="alice", at="2026-12-07T00:00:00+00:00")
+               for i, v in ((1, "accepted"), (2, "needs-action"), (4, "rejected"))]  # fmt: skip
+    now = review.overlay(rows, decided, "acme")
+    # decided files are passed over, whatever the verdict: only open (or re-opened) ones are next
+    assert review.next_undecided(now, paths[0]) == review.Next(paths[3], 5)
+    assert review.next_undecided(now, paths[3]) == review.Next(paths[5], 5)
+    assert review.next_undecided(now, paths[7]) == review.Next(paths[0], 5)  # round to the first
+    assert review.next_undecided(now, paths[1]) == review.Next(paths[3], 5)  # from a decided file too
+    assert review.next_undecided(now, "nowhere/else.c") == review.Next(paths[0], 5)
+    last = review.overlay(rows, [replace(d, subject="sha256:" + r.sha256) for d in decided[:1]
+                                 for r in rows[1:]], "acme")  # fmt: skip
+    assert review.next_undecided(last, paths[0]) == review.Next(None, 1)  # this one is the last
+    done = review.overlay(rows, [replace(decided[0], subject="sha256:" + r.sha256) for r in rows], "acme")
+    assert review.next_undecided(done, paths[0]) == review.Next(None, 0)

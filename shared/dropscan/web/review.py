@@ -239,6 +239,29 @@ def matching(all_rows: Sequence[Row], q: Query) -> list[Row]:
     return _filtered(all_rows, q)
 
 
+#: the states of a file nobody has decided yet (or whose decision a new finding re-opened)
+UNDECIDED = frozenset({"open", "reopened"})
+
+
+@dataclass(frozen=True)
+class Next:
+    """Where a reviewer working through a review set goes from a file: the next undecided file."""
+
+    path: str | None  # the first undecided file after this one by path (then from the start), or None
+    undecided: int  # undecided files left, this one among them if it is
+
+
+def next_undecided(all_rows: Sequence[Row], path: str) -> Next:
+    """The undecided file after ``path`` in the review set's path order, wrapping round to the first;
+    ``all_rows`` are by path (:func:`rows`, with :func:`overlay`'s decisions), so this is a bisection and
+    one pass."""
+    at = bisect.bisect_right(all_rows, path, key=attrgetter("path"))
+    later = (r.path for r in all_rows[at:] if r.state in UNDECIDED)
+    earlier = (r.path for r in all_rows[:at] if r.state in UNDECIDED and r.path != path)
+    undecided = sum(1 for r in all_rows if r.state in UNDECIDED)
+    return Next(next(later, None) or next(earlier, None), undecided)
+
+
 def page(all_rows: Sequence[Row], q: Query, size: int = PAGE_SIZE, orders: Orders | None = None) -> Page:
     """One page of the rows the filters keep, in the grouping's order (by state: the order of
     :data:`STATES`; else by the group's key), with the count of each group.

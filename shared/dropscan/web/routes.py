@@ -457,6 +457,8 @@ def file_page(scan_id: str) -> Response[str]:
         d = in_force.get(str(f["sha256"]))
         state = d.verdict if d and d.at > row.at else row.state
     hunks = _hunks(user, entry, f)
+    # where a reviewer working through the review set goes from here, as the drop's page stands now
+    upcoming = review.next_undecided(_current_rows(entry, index), path)
     origin_label = ORIGINS.get(str((ev or {}).get("origin")), "")
     body = render.page(
         "file.html",
@@ -479,6 +481,9 @@ def file_page(scan_id: str) -> Response[str]:
         decisions=history,
         hunks=hunks,
         state=state,
+        upcoming=upcoming,
+        then_next=params.get("then") == "next",
+        decided=params.get("decided", "") if params.get("done") else "",
         can_decide=user.can_decide(entry.supplier) and in_review_class(f),
         notice=_notice(params),
     )
@@ -638,7 +643,7 @@ def decide(scan_id: str) -> Response[str]:
     form = _form()
     token = (form.get("csrf") or [""])[0] or _header("x-csrf-token")
     try:
-        _, n, verdict = _decide(user, scan_id, form, token)
+        entry, n, verdict = _decide(user, scan_id, form, token)
     except DecisionError as e:
         return _html(
             render.page("error.html", title="Not recorded", message=str(e), user=user, csrf=csrf_token(user)),
@@ -647,7 +652,12 @@ def decide(scan_id: str) -> Response[str]:
     back = (form.get("back") or [""])[0]
     done = f"{n}-{verdict}" if n else "none"
     if back == "file" and form.get("path"):
-        return _see(f"/scans/{scan_id}/file?path={quote(form['path'][0], safe='')}&done={done}")
+        path = form["path"][0]
+        if (form.get("then") or [""])[0] == "next":  # on to the next undecided file, saying what was done
+            upcoming = review.next_undecided(_current_rows(entry, _index(entry)), path)
+            there = {"path": upcoming.path or path, "done": done, "then": "next"}
+            return _see(render.url(f"/scans/{scan_id}/file", there | {"decided": path}))
+        return _see(f"/scans/{scan_id}/file?path={quote(path, safe='')}&done={done}")
     kept = {k[2:]: v[0] for k, v in form.items() if k.startswith("f_") and v}
     return _see(render.url(f"/scans/{scan_id}", kept | {"done": done}))
 
