@@ -114,16 +114,24 @@ class Running:
     def __init__(self, argv: list[str], out: Path, budget: Budget) -> None:
         self.argv, self.out, self.budget = argv, out, budget
         member = budget.limits.member_bytes
-
-        def limit_files() -> None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (member, member))
-
         out.mkdir(parents=True, exist_ok=True)
         # the tool's messages go to a file: a pipe nobody reads while polling would block a chatty tool
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by finish() or stop()
-        self._proc = subprocess.Popen(
-            argv, stdout=self._log, stderr=self._log, preexec_fn=limit_files, cwd=out
-        )
+        # RLIMIT_FSIZE set by util-linux's prlimit, which then execs the tool: a preexec_fn runs Python
+        # in the forked child, which may deadlock while other threads (the drop's read) hold locks
+        limited = shutil.which("prlimit")
+        if limited:
+            self._proc = subprocess.Popen(
+                [limited, f"--fsize={member}", "--", *argv], stdout=self._log, stderr=self._log, cwd=out
+            )
+        else:
+
+            def limit_files() -> None:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (member, member))
+
+            self._proc = subprocess.Popen(
+                argv, stdout=self._log, stderr=self._log, preexec_fn=limit_files, cwd=out
+            )
         self._error: BaseException | None = None
         self._stopped = threading.Event()
         self._watch = threading.Thread(target=self._measure, daemon=True)
