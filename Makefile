@@ -132,6 +132,18 @@ bench-firmware: firmware-cases firmware-router64 cases
 	PYTHONPATH=shared $(BIN)/python bench/firmware_stage.py --cache .cache/firmware --cases $(CASES_DIR) \
 	  --runs 3 --out bench-out/firmware
 
+# What checking the router image adds to the kernel drop's end to end (issue 35: at most 30 s): dropscan
+# scan without and with --firmware, alternately, linux 6.1.176 ingested once into a shared data folder
+# (4-5 minutes the first time); the kernel case and its download (140 MB) as bench-linux makes them.
+.PHONY: bench-firmware-kernel
+bench-firmware-kernel: firmware-cases
+	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) linux=6.1.176-1
+	[ -f .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz ] || \
+	  $(BIN)/python $(CASES_SRC)/build_case.py bench/linux.json --cache $(CASES_DIR) --out .cache/bench/linux >/dev/null
+	PYTHONPATH=shared $(BIN)/python bench/firmware_kernel.py --upstream $(CASES_DIR)/linux_6.1.176.orig.tar.xz \
+	  --drop .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz --image .cache/firmware/images/router.bin \
+	  --data .cache/bench/firmware-kernel/data --runs 2 --out bench-out/firmware-kernel
+
 # What recording a release's literals adds to the BusyBox release's ingest (medians, with vs without)
 .PHONY: bench-ingest-literals
 bench-ingest-literals: cases
