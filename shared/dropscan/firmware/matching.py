@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from itertools import chain
 
 from dropscan.firmware.inventory import Binary, Inventory, Kernel
 from dropscan.firmware.literals import LITERAL_MIN, binary_parts, c_literals, code_literals
@@ -113,10 +115,7 @@ class Match:
 def distinctive(sources: Iterable[Source]) -> dict[str, frozenset[str]]:
     """Each component's literals that no other component of the drop has (by prefix)."""
     sources = list(sources)
-    seen: dict[str, int] = {}
-    for source in sources:
-        for literal in source.literals:
-            seen[literal] = seen.get(literal, 0) + 1
+    seen = Counter(chain.from_iterable(s.literals for s in sources))  # counted in C: a kernel has 760,000
     return {s.prefix: frozenset(lit for lit in s.literals if seen[lit] == 1) for s in sources}
 
 
@@ -303,11 +302,7 @@ def named_upstream(match: Match, hit: UpstreamHit, licence: str | None) -> Match
 def file_distinctive(sources: Iterable[Source]) -> dict[str, dict[str, frozenset[str]]]:
     """Each source file's literals that no other file of the drop has: prefix -> path -> literals."""
     sources = list(sources)
-    seen: dict[str, int] = {}
-    for source in sources:
-        for lits in source.files.values():
-            for literal in lits:
-                seen[literal] = seen.get(literal, 0) + 1
+    seen = Counter(chain.from_iterable(lits for s in sources for lits in s.files.values()))
     return {
         s.prefix: {path: frozenset(lit for lit in lits if seen[lit] == 1) for path, lits in s.files.items()}
         for s in sources

@@ -229,18 +229,29 @@ class Client:
         """The scan's manifest once written and, with ``firmware`` (the keys of its images), once revised
         with a section for each; None when that did not happen within ``timeout`` seconds."""
         key = manifest_key(supplier, scan_id)
+        # the manifest as last read and its ETag: read again only when revised (a kernel drop's is 30 MB,
+        # 2 s to parse, and the first revision is looked at after every delivery until the next)
+        read: dict[str, Any] = {}
+
+        def current() -> dict[str, Any]:
+            etag = self.s3.head_object(Bucket=self.names.results_bucket, Key=key)["ETag"]
+            if read.get("etag") != etag:
+                got = self.s3.get_object(Bucket=self.names.results_bucket, Key=key)
+                read.update(etag=got["ETag"], manifest=json.loads(got["Body"].read()))
+            manifest: dict[str, Any] = read["manifest"]
+            return manifest
 
         def done() -> bool:
             if not self._exists(self.names.results_bucket, key):
                 return False
             if not firmware:
                 return True
-            images = (self.manifest(supplier, scan_id).get("firmware") or {}).get("images") or []
+            images = (current().get("firmware") or {}).get("images") or []
             return set(firmware) <= {(s.get("source") or {}).get("key") for s in images}
 
         if not self.pump(done, timeout):
             return None
-        return self.manifest(supplier, scan_id)
+        return current() if firmware else self.manifest(supplier, scan_id)
 
     def manifest(self, supplier: str, scan_id: str) -> dict[str, Any]:
         """The scan's manifest, written (NoSuchKey before)."""
