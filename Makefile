@@ -180,7 +180,7 @@ bench-scale: install
 bench-linux: install
 	@command -v hashdeep >/dev/null || apt-get install -y -qq hashdeep >/dev/null || true
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
-	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) linux
+	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) linux=6.1.176-1
 	[ -f .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz ] || \
 	  $(BIN)/python $(CASES_SRC)/build_case.py bench/linux.json --cache $(CASES_DIR) --out .cache/bench/linux >/dev/null
 	$(BIN)/python bench/hash_bench.py --upstream linux@6.1.176=$(CASES_DIR)/linux_6.1.176.orig.tar.xz \
@@ -242,7 +242,7 @@ evidence-cases: install trixie-src
 # Review evidence on the kernel drop (issue 24): the evidence step's A/B, manifest sizes, packs against a
 # second read of the tarball (bench-out/evidence-kernel/); builds the kernel case as bench-linux does.
 bench-evidence-kernel: install
-	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) linux
+	bash $(CASES_SRC)/fetch.sh $(CASES_DIR) linux=6.1.176-1
 	[ -f .cache/bench/linux/acme-linux-6.1.176-gpl.tar.gz ] || \
 	  $(BIN)/python $(CASES_SRC)/build_case.py bench/linux.json --cache $(CASES_DIR) --out .cache/bench/linux >/dev/null
 	$(BIN)/python bench/evidence_kernel.py --upstream $(CASES_DIR)/linux_6.1.176.orig.tar.xz \
