@@ -22,7 +22,7 @@ def test_buckets_block_public_access_encrypt_and_expire_work_files(stack: Embedd
 def test_queues_and_topic_are_encrypted_and_idempotency_records_expire(stack: EmbeddedStack) -> None:
     sqs = stack.session.client("sqs")
     queues = [url for url in sqs.list_queues()["QueueUrls"] if "-mailbox" not in url]
-    assert len(queues) == 12  # six queues and their dead-letter queues
+    assert len(queues) == 14  # seven queues and their dead-letter queues
     for url in queues:
         attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["SqsManagedSseEnabled"])["Attributes"]
         assert attrs["SqsManagedSseEnabled"] == "true", url
