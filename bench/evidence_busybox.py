@@ -35,7 +35,6 @@ import difflib
 import hashlib
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -47,6 +46,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests")]
+from helpers.busybox_debian import debian_truth, series  # noqa: E402 - the tests' truth, the same rule
 
 BIN = Path(sys.executable).parent
 MIRROR = "/work/.mirror/mirror+busybox/repo"
@@ -510,41 +512,6 @@ def debian_tree(dsc: Path, into: Path) -> Path:
     return root
 
 
-def series(root: Path) -> list[str]:
-    text = (root / "debian" / "patches" / "series").read_text()
-    return [line.split()[0] for line in text.splitlines() if line.strip() and not line.startswith("#")]
-
-
-def debian_truth(repo: Path, root: Path) -> dict[str, Any]:
-    """From the patches and git alone: the files each patch changes, and (file, commit) where a commit
-    a patch's header says it reverts removed lines the drop has and 1.37.0 lacks."""
-    patched: dict[str, list[str]] = {}
-    reverts: list[tuple[str, str]] = []
-    for name in series(root):
-        text = (root / "debian" / "patches" / name).read_text(errors="replace")
-        files = sorted({m.split("/", 1)[1] for m in re.findall(r"^\+\+\+ (\S+)", text, re.M) if "/" in m})
-        for f in files:
-            patched.setdefault(f, []).append(name)
-        head = text.split("\n--- ", 1)[0]
-        named = (
-            dict.fromkeys(re.findall(r"\b[0-9a-f]{40}\b", head)) if re.search("revert", head, re.I) else {}
-        )
-        own = re.match(r"From ([0-9a-f]{40}) ", head)  # format-patch's own commit line
-        for commit in named:
-            if own and commit == own.group(1):
-                continue
-            for f in git(repo, "show", "--format=", "--name-only", commit).split():
-                if f not in files:
-                    continue
-                shown = git(repo, "show", "--format=", "-U0", commit, "--", f).splitlines()
-                gone = {x[1:].strip() for x in shown if x.startswith("-") and not x.startswith("---")}
-                base = {x.strip() for x in git(repo, "show", f"1_37_0:{f}").splitlines()}
-                drop = {x.strip() for x in (root / f).read_text(errors="replace").splitlines()}
-                if {x for x in gone if x} & drop - base:
-                    reverts.append((f, commit))
-    return {"patched": patched, "reverts": reverts}
-
-
 def check_debian(files: Mapping[str, Any], truth: Mapping[str, Any]) -> dict[str, Any]:
     """What issue 36 asks of the Debian drop's evidence (each list empty when right)."""
     ev = {p.removeprefix(PREFIX + "/"): (f.get("evidence") or {}) for p, f in files.items()}
@@ -788,7 +755,7 @@ def main(argv: list[str] | None = None) -> int:
             deb = w / "debian"
             deb.mkdir()
             root = debian_tree(dsc, deb)
-            deb_truth = debian_truth(repo, root)
+            deb_truth = debian_truth(repo, root, real=True)
             deb_drop = out / "debian-busybox-1.37.0.tar.gz"
             with tarfile.open(deb_drop, "w:gz") as tar:
                 tar.add(root, arcname=PREFIX)

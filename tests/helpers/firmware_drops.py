@@ -14,6 +14,19 @@ from helpers.firmware_images import firmware_cache
 
 KERNEL_MAKEFILE = "VERSION = 6\nPATCHLEVEL = 1\nSUBLEVEL = 176\nEXTRAVERSION =\nNAME = Curry Ramen\n"
 BUSYBOX_CONFIG = "CONFIG_LS=y\nCONFIG_ASH=y\n# CONFIG_HTTPD is not set\n"
+# a vendor's file planted in the BusyBox tree, of an applet the image's busybox was not built with
+UNUSED = "busybox-1.35.0/miscutils/vendor_ledctl.c"
+UNUSED_TEXT = """/* (c) Vendor Inc. Permission granted for non-commercial use only. */
+#include "libbb.h"
+int ledctl_main(int argc, char **argv)
+{
+	if (argc < 2) bb_error_msg_and_die("ledctl: no LED pattern given on the command line");
+	if (open("/dev/vendor-led", O_RDWR) < 0)
+		bb_simple_perror_msg_and_die("ledctl: cannot open the vendor LED device");
+	puts("ledctl: blink pattern out of range for this board");
+	return 0;
+}
+"""
 
 
 def firmware_drop(

@@ -37,6 +37,7 @@ from dropscan.stages.firmware_check import attach, firmware_section
 
 from helpers.browser import rgb, screenshot
 from helpers.builders import busybox_orig
+from helpers.firmware_drops import UNUSED_TEXT
 from helpers.firmware_images import firmware_cache
 
 Manifest = dict[str, Any]
@@ -50,18 +51,7 @@ KBUILD = {
     f"{LINUX}/fs/squashfs/Makefile": "obj-$(CONFIG_SQUASHFS) += squashfs.o\n",
 }
 LS = f"{BUSYBOX}/coreutils/ls.c"
-UNUSED = f"{BUSYBOX}/miscutils/vendor_ledctl.c"
-UNUSED_TEXT = """/* (c) Vendor Inc. Permission granted for non-commercial use only. */
-#include "libbb.h"
-int ledctl_main(int argc, char **argv)
-{
-	if (argc < 2) bb_error_msg_and_die("ledctl: no LED pattern given on the command line");
-	if (open("/dev/vendor-led", O_RDWR) < 0)
-		bb_simple_perror_msg_and_die("ledctl: cannot open the vendor LED device");
-	puts("ledctl: blink pattern out of range for this board");
-	return 0;
-}
-"""
+UNUSED = f"{BUSYBOX}/miscutils/vendor_ledctl.c"  # helpers.firmware_drops' vendor file, in this tree
 BUSYBOX_PATH = "router.bin@0x4c0000:squashfs!/bin/busybox"
 VALIDATOR = JsonStrictValidator(SchemaVersion.V1_6)
 

@@ -16,8 +16,8 @@ from dropscan.stages.firmware_check import attach, firmware_section
 from dropscan.store.services import current_services
 
 from helpers.builders import busybox_orig
+from helpers.firmware_drops import UNUSED, UNUSED_TEXT, mips_kernel_config
 from helpers.firmware_drops import firmware_drop as _drop
-from helpers.firmware_drops import mips_kernel_config
 from helpers.firmware_images import firmware_cache
 from helpers.firmware_sources import upstream_sources
 
@@ -136,19 +136,6 @@ def test_a_renamed_busybox_folder_is_found_by_its_distinctive_literals(
 
 
 ROUTER = "router.bin"
-# a vendor's file planted in the BusyBox tree, of an applet the image's busybox was not built with
-UNUSED = "busybox-1.35.0/miscutils/vendor_ledctl.c"
-UNUSED_TEXT = """/* (c) Vendor Inc. Permission granted for non-commercial use only. */
-#include "libbb.h"
-int ledctl_main(int argc, char **argv)
-{
-	if (argc < 2) bb_error_msg_and_die("ledctl: no LED pattern given on the command line");
-	if (open("/dev/vendor-led", O_RDWR) < 0)
-		bb_simple_perror_msg_and_die("ledctl: cannot open the vendor LED device");
-	puts("ledctl: blink pattern out of range for this board");
-	return 0;
-}
-"""
 
 
 def test_an_unused_flagged_file_is_not_in_the_binary_and_ranked_below(
