@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dropscan.firmware import literals, matching
-from dropscan.firmware.inventory import Binary, Elf, Kernel
+from dropscan.firmware.inventory import Binary, Elf, Inventory, Kernel
 from dropscan.firmware.sources import _package_of, kbuild_objects, makefile_version
 
 
@@ -35,6 +35,17 @@ def test_c_literals_are_split_at_format_directives_and_short_parts_dropped() -> 
     assert matching.c_literals(text) == {"usage: tool [OPTIONS] FILE", ": cannot open "}
 
 
+def test_literals_are_cut_where_a_binary_cuts_its_strings_and_never_span_two() -> None:
+    # BusyBox's long-option tables (coreutils/env.c): NUL-separated names between macro expansions; a
+    # colour escape before a message; a quote character constant
+    text = (
+        'static const char opts[] = "ignore-environment\\0" No_argument       "i"\n'
+        '\t"unset\\0"              Required_argument "u";\n'
+        'char q = \'"\'; puts("\\033[1mwarning: disk nearly full");'
+    )
+    assert literals.code_literals(text) == {"ignore-environment", "[1mwarning: disk nearly full"}
+
+
 def test_only_literals_of_one_component_are_distinctive() -> None:
     a = _source("a-1.0", "a", "1.0", frozenset({"shared message here", "only in a, long enough"}))
     b = _source("b-2.0", "b", "2.0", frozenset({"shared message here", "only in b, long enough"}))
@@ -57,6 +68,38 @@ def test_a_binary_stating_nothing_goes_to_the_component_whose_literals_it_holds(
     # enough of them, but a small share of a large binary's strings: shared messages, not its source
     big = strings | {f"its own string {i}" for i in range(200)}
     assert matching.match_binary(_binary("/lib/libc.so.6"), big, sources, unique).component is None
+
+
+def test_a_kernel_tree_claims_a_program_only_by_the_literals_of_its_tools() -> None:
+    # a kernel drop alone: each of its literals is distinctive within the drop, and iptables' extensions
+    # or zlib share option names and messages with it; only tools/ is built into programs
+    net = frozenset(f"conntrack option message {i}" for i in range(16))
+    usbip = frozenset(f"usbip: attach failed {i}" for i in range(16))
+    files = {"linux-6.1/net/netfilter/xt_conntrack.c": net, "linux-6.1/tools/usb/usbip/usbip.c": usbip}
+    linux = dataclasses.replace(_source("linux-6.1", "linux", "6.1.176", net | usbip), files=files)
+    found = Inventory(
+        [
+            _binary("/usr/lib/xtables/libxt_conntrack.so"),
+            _binary("/usr/sbin/usbip"),
+            _binary("/lib/modules/6.1/xt_foo.ko", kind="module", elf=_elf(rel=True)),
+        ],
+        None,
+        None,
+        "mips",
+        None,
+    )
+    strings = {
+        "/usr/lib/xtables/libxt_conntrack.so": net,
+        "/usr/sbin/usbip": usbip,
+        "/lib/modules/6.1/xt_foo.ko": net,
+    }
+    by_path = {m.path: m for m in matching.match_all(found, strings, [linux])}
+    assert by_path["/usr/lib/xtables/libxt_conntrack.so"].component is None
+    assert (by_path["/usr/sbin/usbip"].component, by_path["/usr/sbin/usbip"].literals) == ("linux-6.1", 16)
+    assert (by_path["/lib/modules/6.1/xt_foo.ko"].component, by_path["/lib/modules/6.1/xt_foo.ko"].by) == (
+        "linux-6.1",
+        "literals",
+    )
 
 
 def test_a_stated_version_other_than_the_components_is_wrong_version() -> None:
@@ -268,16 +311,17 @@ def test_the_kernel_configuration_implied_by_modules_and_built_ins() -> None:
 
 
 # ------------------------------------------------------------------ the kernel drop's speed
-# the first round's definitions, which the faster patterns must match exactly: an ingest recorded its
-# literals with them, and a drop's are compared with those
-_PLAIN_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.){8,})"')
+# the plain definitions, which the possessive patterns must match exactly: every literal and character
+# constant consumed in turn, printable escapes resolved, any other escape cutting the literal
+_PLAIN_LITERAL = re.compile(r"'(?:[^'\\\n]|\\.)*'" r'|"((?:[^"\\\n]|\\.)*)"')
+_PLAIN_ESCAPE = re.compile(r"\\(?:[0-7]{1,3}|x[0-9a-fA-F]+|.)", re.S)
 _PLAIN_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 def _plain_code_literals(text: str) -> set[str]:
     found: set[str] = set()
     for match in _PLAIN_LITERAL.finditer(_PLAIN_COMMENT.sub(" ", text)):
-        literal = re.sub(r"\\[nt\"\\]", lambda m: literals.ESCAPES[m.group()], match.group(1))
+        literal = _PLAIN_ESCAPE.sub(lambda m: literals.ESCAPES.get(m.group(), "\n"), match.group(1) or "")
         found.update(literals.parts(literal))
     return found
 
@@ -299,6 +343,10 @@ C_PIECES = (
     " ",
     '\\"',
     "\\n",
+    "'",
+    "\\0",
+    "\\033",
+    "\\x1b",
 )
 C_LIKE = st.lists(st.sampled_from(C_PIECES), max_size=60).map("".join)
 
@@ -306,7 +354,7 @@ C_LIKE = st.lists(st.sampled_from(C_PIECES), max_size=60).map("".join)
 @settings(max_examples=3000, deadline=None)
 @given(C_LIKE)
 def test_code_literals_are_those_of_the_plain_patterns(text: str) -> None:
-    """Quotes, escapes, unclosed and nested-looking comments, short literals whose closing quote opens
-    a long one: the possessive patterns find exactly what the plain ones did."""
+    """Quotes, escapes, character constants, unclosed and nested-looking comments, short literals
+    beside long ones: the possessive patterns find exactly what the plain ones do."""
     assert literals.code_literals(text) == _plain_code_literals(text)
     assert literals.COMMENT.sub(" ", text) == _PLAIN_COMMENT.sub(" ", text)

@@ -13,12 +13,15 @@ from collections.abc import Iterable
 # a literal is distinctive enough to count when it has this many characters (shorter parts of a
 # format string, "%s: %s", say nothing of where they come from)
 LITERAL_MIN = 8
-# a quoted run of at least LITERAL_MIN characters or escapes; the body is matched possessively (a run
-# ends only at its quote, a newline or a lone backslash: backtracking never finds another end), the
-# same matches as ``"((?:[^"\\\n]|\\.){8,})"`` in less time (docs/firmware.md, the kernel drop)
-C_LITERAL = re.compile(r'"(?=(?:[^"\\\n]|\\.){' + str(LITERAL_MIN) + r'})((?:[^"\\\n]++|\\.)*+)"')
-ESCAPE = re.compile(r'\\[nt"\\]')
-ESCAPES = {"\\n": "\n", "\\t": "\t", '\\"': '"', "\\\\": "\\"}
+# every quoted literal, short ones too, and character constants (so that a scan never resumes inside
+# one: a short literal's closing quote is no long one's opening, as in BusyBox's option tables
+# ``"unset\0" Required_argument "u"``); bodies are matched possessively (a run ends only at its quote, a
+# newline or a lone backslash), and the parts shorter than LITERAL_MIN are left out afterwards
+C_LITERAL = re.compile(r"'(?:[^'\\\n]++|\\.)*+'" r'|"((?:[^"\\\n]++|\\.)*+)"')
+# an escape a binary holds as one byte: the printable ones are resolved; any other (``\0``, ``\033``,
+# ``\x1b``, ``\r``) cuts the literal there, as it cuts the binary's printable strings
+ESCAPE = re.compile(r"\\(?:[0-7]{1,3}|x[0-9a-fA-F]+|.)", re.S)
+ESCAPES = {"\\n": "\n", "\\t": "\t", '\\"': '"', "\\\\": "\\", "\\'": "'", "\\?": "?"}
 PARTS = re.compile(r"[\n\t]|%[-#0-9.]*[a-z]")
 # C comments; BusyBox keeps its usage texts in //usage: comments, which its build compresses
 # (unrolled and possessive: the first ``*/`` ends a block as ``/\*.*?\*/`` would, found without trying
@@ -44,7 +47,7 @@ def c_literals(text: str) -> set[str]:
 
 
 def _escape(match: re.Match[str]) -> str:
-    return ESCAPES[match.group()]
+    return ESCAPES.get(match.group(), "\n")
 
 
 def parts(text: str) -> list[str]:

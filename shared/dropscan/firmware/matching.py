@@ -43,6 +43,8 @@ ABSENT_MIN = 2
 GLIBC_VERSION = re.compile(r"GNU C Library \([^)]*\) (?:stable )?release version (\d+\.\d+(?:\.\d+)?)")
 # what a binary states of itself, by package: identifiers the inventory reads
 STATED_PACKAGES = ("busybox", "linux", "u-boot")
+# the one folder of a kernel tree whose sources are built into programs (perf, usbip, bpftool)
+KERNEL_USERLAND = "tools/"
 # binaries known by a SONAME or a program name, for those no component of the drop claims
 IDENTIFIED: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"^(libc|libm|libpthread|libdl|librt|libresolv|libutil|libanl|libBrokenLocale|libnsl|libnss_\w+"
@@ -117,6 +119,21 @@ def distinctive(sources: Iterable[Source]) -> dict[str, frozenset[str]]:
     sources = list(sources)
     seen = Counter(chain.from_iterable(s.literals for s in sources))  # counted in C: a kernel has 760,000
     return {s.prefix: frozenset(lit for lit in s.literals if seen[lit] == 1) for s in sources}
+
+
+def userland_distinctive(
+    sources: Iterable[Source], unique: Mapping[str, frozenset[str]]
+) -> dict[str, frozenset[str]]:
+    """``unique`` as it may claim a program or library (an ELF that is no kernel or module): a kernel
+    tree builds only its ``tools/`` into userland, and the rest shares option names and messages with
+    the userland that talks to it (iptables' extensions, zlib, gconv: docs/firmware.md)."""
+    found = dict(unique)
+    for source in sources:
+        if source.package == "linux" and source.prefix in unique:
+            tools = f"{source.prefix}/{KERNEL_USERLAND}"
+            held = (lits for path, lits in source.files.items() if path.startswith(tools))
+            found[source.prefix] = unique[source.prefix] & frozenset(chain.from_iterable(held))
+    return found
 
 
 def stated(binary: Binary) -> tuple[str | None, str | None, tuple[str, ...]]:
@@ -195,9 +212,11 @@ def match_binary(
     sources: list[Source],
     unique: Mapping[str, frozenset[str]],
     glibc: str | None = None,
+    userland: Mapping[str, frozenset[str]] | None = None,
 ) -> Match:
     """The binary's component and status; ``strings`` are its printable strings, ``glibc`` the version
-    the image's libc.so.6 states (its libraries and gconv modules are that glibc's)."""
+    the image's libc.so.6 states (its libraries and gconv modules are that glibc's), ``userland`` the
+    literals that may claim a program (``userland_distinctive``; default ``unique``)."""
     package, version, identifiers = stated(binary)
     component: Source | None = None
     by, literals = "none", 0
@@ -205,7 +224,8 @@ def match_binary(
         component = next((s for s in sources if s.package == package), None)
         by = "identifier" if component is not None else by
     if component is None:
-        scores = {prefix: len(lits & strings) for prefix, lits in unique.items()}
+        claiming = userland if userland is not None and binary.kind == "elf" else unique
+        scores = {prefix: len(lits & strings) for prefix, lits in claiming.items()}
         best = max(scores, key=scores.__getitem__, default=None)
         if best is not None and scores[best] >= max(MATCH_MIN, MATCH_SHARE * len(strings)):
             component = next(s for s in sources if s.prefix == best)
@@ -492,8 +512,10 @@ def match_all(
 ) -> list[Match]:
     """Every binary of the inventory matched; ``strings`` by binary path."""
     unique = distinctive(sources)
+    userland = userland_distinctive(sources, unique)
     libc = next((b.path for b in inventory.binaries if b.elf and b.elf.soname == "libc.so.6"), None)
     glibc = glibc_version(strings.get(libc, ())) if libc else None
     return [
-        match_binary(b, strings.get(b.path, frozenset()), sources, unique, glibc) for b in inventory.binaries
+        match_binary(b, strings.get(b.path, frozenset()), sources, unique, glibc, userland)
+        for b in inventory.binaries
     ]
