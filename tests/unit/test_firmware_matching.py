@@ -311,16 +311,18 @@ def test_the_kernel_configuration_implied_by_modules_and_built_ins() -> None:
 
 
 # ------------------------------------------------------------------ the kernel drop's speed
-# the plain definitions, which the possessive patterns must match exactly: every literal and character
-# constant consumed in turn, printable escapes resolved, any other escape cutting the literal
-_PLAIN_LITERAL = re.compile(r"'(?:[^'\\\n]|\\.)*'" r'|"((?:[^"\\\n]|\\.)*)"')
+# the plain definitions, which the possessive patterns must match exactly: every literal consumed in
+# turn (the character constants holding a quote blanked first), printable escapes resolved, any other
+# escape cutting the literal
+_PLAIN_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _PLAIN_ESCAPE = re.compile(r"\\(?:[0-7]{1,3}|x[0-9a-fA-F]+|.)", re.S)
 _PLAIN_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 def _plain_code_literals(text: str) -> set[str]:
     found: set[str] = set()
-    for match in _PLAIN_LITERAL.finditer(_PLAIN_COMMENT.sub(" ", text)):
+    code = _PLAIN_COMMENT.sub(" ", text).replace("'\"'", "   ").replace("'\\\"'", "    ")
+    for match in _PLAIN_LITERAL.finditer(code):
         literal = _PLAIN_ESCAPE.sub(lambda m: literals.ESCAPES.get(m.group(), "\n"), match.group(1) or "")
         found.update(literals.parts(literal))
     return found
